@@ -1,0 +1,55 @@
+import path from 'node:path';
+
+/** Every setting Clarion reads from the environment; parsed once at start-up (README: Configuration). */
+export interface Config {
+  port: number;
+  host: string;
+  /** PostgreSQL connection string; absent means the embedded SQLite file in dataDir. */
+  databaseUrl?: string;
+  dataDir: string;
+  /** 32+ byte key (hex or base64) that encrypts secrets at rest and signs JWTs; generated into dataDir when absent. */
+  secretKey?: string;
+  publicUrl?: string;
+  logLevel: string;
+  role: 'all' | 'api' | 'worker';
+  bodyLimitBytes: number;
+  smtpUrl?: string;
+  defaultMessagesCap: number;
+  logRetentionDays: number;
+}
+
+export class ConfigError extends Error {}
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) throw new ConfigError(`${name} must be an integer >= ${min}, got "${raw}"`);
+  return value;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const role = env.CLARION_ROLE ?? 'all';
+  if (role !== 'all' && role !== 'api' && role !== 'worker') {
+    throw new ConfigError(`CLARION_ROLE must be all, api or worker, got "${role}"`);
+  }
+  const databaseUrl = env.DATABASE_URL || undefined;
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL must be a postgres:// URL (leave it unset for the embedded SQLite file)');
+  }
+  return {
+    port: int(env, 'PORT', 3000, 0),
+    host: env.HOST || '127.0.0.1',
+    databaseUrl,
+    dataDir: path.resolve(env.CLARION_DATA_DIR || './data'),
+    secretKey: env.CLARION_SECRET_KEY || undefined,
+    publicUrl: env.CLARION_PUBLIC_URL || undefined,
+    logLevel: env.LOG_LEVEL || 'info',
+    role,
+    // Inline attachments are ~4 MB raw each, i.e. ~5.4 MB of base64, so the default leaves room for a few.
+    bodyLimitBytes: int(env, 'CLARION_BODY_LIMIT', 25 * 1024 * 1024, 1024),
+    smtpUrl: env.SMTP_URL || undefined,
+    defaultMessagesCap: int(env, 'CLARION_DEFAULT_MESSAGES_CAP', 1_000_000, 0),
+    logRetentionDays: int(env, 'CLARION_LOG_RETENTION_DAYS', 30, 1),
+  };
+}

@@ -1,0 +1,71 @@
+import path from 'node:path';
+import type { Kysely } from 'kysely';
+import pino, { type Logger } from 'pino';
+import { uuidv7 } from 'uuidv7';
+import type { Config } from './config.js';
+import { Secrets, loadRootKey } from './secrets.js';
+import { type Storage, openStorage } from './storage/db.js';
+import type { CoreTables } from './storage/schema.js';
+
+export interface Clock {
+  now(): Date;
+}
+export interface Ids {
+  /** Time-ordered UUIDv7 (package uuidv7). */
+  uuid(): string;
+}
+
+/** Everything a service needs, built once by the composition root and passed explicitly. */
+export interface Deps {
+  config: Config;
+  storage: Storage;
+  db: Kysely<CoreTables>;
+  logger: Logger;
+  clock: Clock;
+  ids: Ids;
+  secrets: Secrets;
+}
+
+export const systemClock: Clock = { now: () => new Date() };
+export const uuidIds: Ids = { uuid: () => uuidv7() };
+
+/** Paths whose values must never reach a log line. */
+export const REDACTED_LOG_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'headers.authorization',
+  'authorization',
+  'apiKey',
+  'clientSecret',
+  'password',
+  '*.apiKey',
+  '*.clientSecret',
+  '*.password',
+];
+
+export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
+  return pino({ level: config.logLevel, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' } });
+}
+
+export interface BuildDepsOverrides {
+  storage?: Storage;
+  logger?: Logger;
+  clock?: Clock;
+  ids?: Ids;
+  secrets?: Secrets;
+}
+
+export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): Deps {
+  const storage =
+    overrides.storage ??
+    openStorage({ databaseUrl: config.databaseUrl, sqliteFile: path.join(config.dataDir, 'clarion.sqlite') });
+  return {
+    config,
+    storage,
+    db: storage.db,
+    logger: overrides.logger ?? createLogger(config),
+    clock: overrides.clock ?? systemClock,
+    ids: overrides.ids ?? uuidIds,
+    secrets: overrides.secrets ?? new Secrets(loadRootKey(config.secretKey, config.dataDir)),
+  };
+}

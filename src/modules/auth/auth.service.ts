@@ -1,0 +1,103 @@
+import type { Deps } from '../../deps.js';
+import { AppError } from '../../errors.js';
+import { safeEqual, sha256Hex } from '../../secrets.js';
+import { EnvironmentsRepository } from '../environments/environments.repository.js';
+import { KeysRepository } from '../keys/keys.repository.js';
+import { API_KEY_PREFIX } from '../keys/keys.service.js';
+import { verifyAccountToken } from './jwt.js';
+
+/** Who is calling, resolved once per request. */
+export interface AuthContext {
+  accountId: string;
+  /** The environment (its clientId) the call acts in; null for a JWT without `envId`. */
+  envId: string | null;
+  via: 'apiKey' | 'basic' | 'jwt';
+  keyId?: string;
+  subject?: string;
+}
+
+const unauthorized = (message: string) =>
+  new AppError('UNAUTHORIZED', message, 'Send "Authorization: Bearer <API key>", Basic clientId:clientSecret, or a token from `clarion token`.');
+
+/** Do not write last_used_at more often than this per key: it would put a write on every request. */
+const TOUCH_INTERVAL_MS = 60_000;
+
+export class AuthService {
+  private readonly keys: KeysRepository;
+  private readonly environments: EnvironmentsRepository;
+  private readonly lastTouched = new Map<string, number>();
+
+  constructor(private readonly deps: Deps) {
+    this.keys = new KeysRepository(deps.db);
+    this.environments = new EnvironmentsRepository(deps.db);
+  }
+
+  async authenticate(authorization: string | undefined, envIdParam: string | undefined): Promise<AuthContext> {
+    if (!authorization) throw unauthorized('Missing Authorization header.');
+    const space = authorization.indexOf(' ');
+    const scheme = authorization.slice(0, space).toLowerCase();
+    const credential = authorization.slice(space + 1).trim();
+    if (space < 0 || !credential) throw unauthorized('Malformed Authorization header.');
+
+    let auth: AuthContext;
+    if (scheme === 'bearer' && credential.startsWith(API_KEY_PREFIX)) auth = await this.byApiKey(credential);
+    else if (scheme === 'bearer') auth = await this.byJwt(credential);
+    else if (scheme === 'basic') auth = await this.byClientCredentials(credential);
+    else throw unauthorized(`Unsupported Authorization scheme "${scheme}".`);
+
+    if (envIdParam !== undefined && envIdParam !== '') {
+      if (auth.envId !== null && auth.envId !== envIdParam) {
+        throw unauthorized('These credentials belong to another environment than the requested envId.');
+      }
+      if (auth.envId === null) {
+        const env = await this.environments.find(auth.accountId, envIdParam);
+        if (!env) throw unauthorized(`Environment "${envIdParam}" does not belong to this account.`);
+        auth.envId = envIdParam;
+      }
+    }
+    return auth;
+  }
+
+  private async byApiKey(key: string): Promise<AuthContext> {
+    const row = await this.keys.findByHash(sha256Hex(key));
+    if (!row) throw unauthorized('Unknown API key.');
+    if (row.revoked) throw unauthorized('This API key has been revoked.');
+    this.touch(row.id);
+    return { accountId: row.account_id, envId: row.env_id, via: 'apiKey', keyId: row.id };
+  }
+
+  private async byJwt(token: string): Promise<AuthContext> {
+    const claims = await verifyAccountToken(this.deps.secrets, token, this.deps.clock.now());
+    if (!claims) throw unauthorized('Invalid or expired token.');
+    return { accountId: claims.accountId, envId: null, via: 'jwt', subject: claims.subject };
+  }
+
+  private async byClientCredentials(encoded: string): Promise<AuthContext> {
+    const decoded = Buffer.from(encoded, 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    if (colon <= 0) throw unauthorized('Basic credentials must be clientId:clientSecret.');
+    const clientId = decoded.slice(0, colon);
+    const secret = decoded.slice(colon + 1);
+    const env = await this.environments.findForAuthentication(clientId);
+    if (!env || !safeEqual(this.deps.secrets.decrypt(env.client_secret_enc), secret)) {
+      throw unauthorized('Unknown clientId or wrong clientSecret.');
+    }
+    return { accountId: env.account_id, envId: env.client_id, via: 'basic' };
+  }
+
+  private touch(keyId: string): void {
+    const now = this.deps.clock.now();
+    const last = this.lastTouched.get(keyId) ?? 0;
+    if (now.getTime() - last < TOUCH_INTERVAL_MS) return;
+    this.lastTouched.set(keyId, now.getTime());
+    this.keys.touch(keyId, now.toISOString()).catch((err) => this.deps.logger.warn({ err }, 'could not record key use'));
+  }
+}
+
+/** The environment an operation acts in; a JWT caller must name it with `envId`. */
+export function requireEnv(auth: AuthContext): string {
+  if (!auth.envId) {
+    throw new AppError('ENVIRONMENT_REQUIRED', 'This operation acts in an environment, and none was selected.', 'Add ?envId=<clientId> to the URL (required when authenticating with a JWT).');
+  }
+  return auth.envId;
+}

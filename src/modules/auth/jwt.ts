@@ -1,0 +1,40 @@
+import { SignJWT, jwtVerify } from 'jose';
+import type { Secrets } from '../../secrets.js';
+
+const ISSUER = 'clarion';
+const AUDIENCE = 'clarion-api';
+
+export interface AccountTokenClaims {
+  accountId: string;
+  /** Who acts: a person's id or e.g. "cli". */
+  subject: string;
+}
+
+/** HS256 token for people and scripts acting on an account (`clarion token`, later the dashboard). */
+export async function signAccountToken(secrets: Secrets, claims: AccountTokenClaims, ttlSeconds: number, now = new Date()): Promise<string> {
+  const iat = Math.floor(now.getTime() / 1000);
+  return new SignJWT({ acc: claims.accountId })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(claims.subject)
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + ttlSeconds)
+    .sign(secrets.jwtKey);
+}
+
+/** Returns the claims, or null for any invalid, expired or foreign token. */
+export async function verifyAccountToken(secrets: Secrets, token: string, now = new Date()): Promise<AccountTokenClaims | null> {
+  try {
+    const { payload } = await jwtVerify(token, secrets.jwtKey, {
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      algorithms: ['HS256'],
+      currentDate: now,
+    });
+    if (typeof payload.acc !== 'string' || typeof payload.sub !== 'string') return null;
+    return { accountId: payload.acc, subject: payload.sub };
+  } catch {
+    return null;
+  }
+}

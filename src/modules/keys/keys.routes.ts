@@ -1,0 +1,63 @@
+import { Type } from '@sinclair/typebox';
+import type { Deps } from '../../deps.js';
+import { MessageSchema, withErrors } from '../../http/schemas.js';
+import type { App } from '../../http/types.js';
+import { KeysService } from './keys.service.js';
+
+const KeyView = Type.Object({
+  id: Type.String(),
+  key: Type.String({ description: 'masked; the full key is shown only at creation' }),
+  keyType: Type.Literal('secret'),
+  environmentId: Type.String(),
+  accountId: Type.String(),
+  name: Type.String(),
+  revoked: Type.Boolean(),
+  createdAt: Type.String(),
+  lastUsedAt: Type.Optional(Type.String()),
+});
+
+export function keyRoutes(app: App, deps: Deps): void {
+  const service = new KeysService(deps);
+  const tags = ['keys'];
+
+  app.get(
+    '/keys',
+    { schema: { tags, summary: 'List the API keys of the account', response: withErrors({ 200: Type.Object({ keys: Type.Array(KeyView) }) }) } },
+    async (req) => ({ keys: await service.list(req.auth.accountId) }),
+  );
+
+  app.post(
+    '/keys',
+    {
+      schema: {
+        tags,
+        summary: 'Create an API key (shown once)',
+        body: Type.Object({
+          name: Type.String({ minLength: 1, maxLength: 200 }),
+          keyType: Type.Optional(Type.String()),
+          environmentId: Type.Optional(Type.String()),
+        }),
+        response: withErrors({
+          200: Type.Object({
+            id: Type.String(),
+            key: Type.String(),
+            keyType: Type.Literal('secret'),
+            environmentId: Type.String(),
+            name: Type.String(),
+            createdAt: Type.String(),
+          }),
+        }),
+      },
+    },
+    (req) => service.create(req.auth.accountId, req.body, req.auth.envId),
+  );
+
+  app.delete(
+    '/keys/:keyId',
+    { schema: { tags, summary: 'Revoke an API key', params: Type.Object({ keyId: Type.String() }), response: withErrors({ 200: MessageSchema }) } },
+    async (req) => {
+      await service.revoke(req.auth.accountId, req.params.keyId);
+      return { message: 'API key revoked' };
+    },
+  );
+}

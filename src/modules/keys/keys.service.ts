@@ -1,0 +1,91 @@
+import type { Deps } from '../../deps.js';
+import { AppError, invalid, notFound } from '../../errors.js';
+import { randomToken, sha256Hex } from '../../secrets.js';
+import { EnvironmentsRepository } from '../environments/environments.repository.js';
+import { type ApiKeyRow, KeysRepository } from './keys.repository.js';
+
+/** Every secret key starts with this, so leaked keys are recognisable by secret scanners. */
+export const API_KEY_PREFIX = 'clarion_sk_';
+
+export interface ApiKeyView {
+  id: string;
+  /** Masked: the full key is shown only once, at creation. */
+  key: string;
+  keyType: 'secret';
+  environmentId: string;
+  accountId: string;
+  name: string;
+  revoked: boolean;
+  createdAt: string;
+  lastUsedAt?: string;
+}
+
+export interface CreatedApiKey {
+  id: string;
+  key: string;
+  keyType: 'secret';
+  environmentId: string;
+  name: string;
+  createdAt: string;
+}
+
+export function newApiKey(deps: Pick<Deps, 'clock' | 'ids'>, accountId: string, envId: string, name: string): { row: ApiKeyRow; key: string } {
+  const key = API_KEY_PREFIX + randomToken(32);
+  const row: ApiKeyRow = {
+    id: deps.ids.uuid(),
+    account_id: accountId,
+    env_id: envId,
+    name,
+    key_type: 'secret',
+    key_hash: sha256Hex(key),
+    display: `${key.slice(0, API_KEY_PREFIX.length + 4)}...${key.slice(-4)}`,
+    revoked: 0,
+    created_at: deps.clock.now().toISOString(),
+    last_used_at: null,
+  };
+  return { row, key };
+}
+
+function toView(row: ApiKeyRow): ApiKeyView {
+  return {
+    id: row.id,
+    key: row.display,
+    keyType: 'secret',
+    environmentId: row.env_id,
+    accountId: row.account_id,
+    name: row.name,
+    revoked: row.revoked === 1,
+    createdAt: row.created_at,
+    ...(row.last_used_at ? { lastUsedAt: row.last_used_at } : {}),
+  };
+}
+
+export class KeysService {
+  private readonly repo: KeysRepository;
+  constructor(private readonly deps: Deps) {
+    this.repo = new KeysRepository(deps.db);
+  }
+
+  async list(accountId: string): Promise<ApiKeyView[]> {
+    return (await this.repo.listByAccount(accountId)).map(toView);
+  }
+
+  async create(accountId: string, input: { name: string; keyType?: string; environmentId?: string }, callerEnvId: string | null): Promise<CreatedApiKey> {
+    if (input.keyType && input.keyType !== 'secret') {
+      throw invalid(`keyType "${input.keyType}" is not supported by this server.`, 'Create a "secret" key; in-app clients authenticate with clientId and user hash instead.');
+    }
+    const envId = input.environmentId ?? callerEnvId;
+    if (!envId) {
+      throw new AppError('ENVIRONMENT_REQUIRED', 'Which environment should the key belong to?', 'Pass environmentId in the body, or envId in the query.');
+    }
+    const env = await new EnvironmentsRepository(this.deps.db).find(accountId, envId);
+    if (!env) throw notFound('Environment', envId, 'List your environments with GET /environments.');
+    const { row, key } = newApiKey(this.deps, accountId, envId, input.name);
+    await this.repo.insert(row);
+    return { id: row.id, key, keyType: 'secret', environmentId: envId, name: row.name, createdAt: row.created_at };
+  }
+
+  async revoke(accountId: string, keyId: string): Promise<void> {
+    if (!(await this.repo.revoke(accountId, keyId))) throw notFound('API key', keyId);
+  }
+}

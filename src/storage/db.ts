@@ -1,0 +1,93 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import SQLite from 'better-sqlite3';
+import { type Migration, type MigrationProvider, Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { CoreTables } from './schema.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+export interface Storage {
+  db: Kysely<CoreTables>;
+  dialect: Dialect;
+  /** Runs migrations up to the latest; safe to call from several processes at once on PostgreSQL. */
+  migrate(): Promise<string[]>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+// Count columns come back as strings from pg (int8); read them as numbers.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export interface StorageOptions {
+  databaseUrl?: string;
+  /** SQLite file path, or ':memory:' */
+  sqliteFile?: string;
+  /** PostgreSQL schema to use (tests isolate themselves in one schema each). */
+  pgSchema?: string;
+  poolSize?: number;
+}
+
+export function openStorage(options: StorageOptions): Storage {
+  if (options.databaseUrl) {
+    const pool = new pg.Pool({
+      connectionString: options.databaseUrl,
+      max: options.poolSize ?? 10,
+      ...(options.pgSchema ? { options: `-c search_path=${options.pgSchema}` } : {}),
+    });
+    const db = new Kysely<CoreTables>({ dialect: new PostgresDialect({ pool }) });
+    return wrap(db, 'postgres');
+  }
+  const file = options.sqliteFile ?? ':memory:';
+  if (file !== ':memory:') fs.mkdirSync(path.dirname(file), { recursive: true });
+  const database = new SQLite(file);
+  database.pragma('journal_mode = WAL');
+  // NORMAL is durable across process crashes in WAL mode (only an OS crash can lose the last commits).
+  database.pragma('synchronous = NORMAL');
+  database.pragma('foreign_keys = ON');
+  database.pragma('busy_timeout = 5000');
+  const db = new Kysely<CoreTables>({ dialect: new SqliteDialect({ database }) });
+  return wrap(db, 'sqlite');
+}
+
+const migrationFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+
+/**
+ * Every file in migrations/ is one migration, applied in name order. Each module adds its own
+ * file (NNNN_<module>.ts). Our own import() (not Kysely's) so the same code loads .ts under
+ * tsx/vitest and .js from dist.
+ */
+const folderMigrations: MigrationProvider = {
+  async getMigrations() {
+    const migrations: Record<string, Migration> = {};
+    for (const file of (await fs.promises.readdir(migrationFolder)).sort()) {
+      const match = /^(.+)\.(ts|js)$/.exec(file);
+      if (!match || file.endsWith('.d.ts')) continue;
+      migrations[match[1]] = (await import(pathToFileURL(path.join(migrationFolder, file)).href)) as Migration;
+    }
+    return migrations;
+  },
+};
+
+function wrap(db: Kysely<CoreTables>, dialect: Dialect): Storage {
+  return {
+    db,
+    dialect,
+    async migrate() {
+      const migrator = new Migrator({
+        db,
+        provider: folderMigrations,
+      });
+      const { error, results } = await migrator.migrateToLatest();
+      if (error) throw error instanceof Error ? error : new Error(String(error));
+      return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+    },
+    async ping() {
+      await sql`select 1`.execute(db);
+    },
+    async close() {
+      await db.destroy();
+    },
+  };
+}

@@ -1,0 +1,8 @@
+/** Says once, up front, which storage tiers this run covers. */
+export default function setup(): void {
+  if (process.env.DATABASE_URL) {
+    console.log(`[clarion tests] storage tiers: sqlite, postgres (${process.env.DATABASE_URL.replace(/\/\/[^@]*@/, '//***@')})`);
+  } else {
+    console.log('[clarion tests] PostgreSQL tier skipped: DATABASE_URL is not set. Only the SQLite tier runs.');
+  }
+}

@@ -1,0 +1,59 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { type Dialect, type Storage, openStorage } from '../../src/storage/db.js';
+
+/** The storage engines this run covers: SQLite always, PostgreSQL when DATABASE_URL is set. */
+export const STORAGE_KINDS: Dialect[] = process.env.DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
+
+export interface TestStorage extends Storage {
+  /** Removes the database file or schema. */
+  destroy(): Promise<void>;
+  /** Opens a second Storage on the same database (another "process"). */
+  reopen(): Storage;
+  location: string;
+}
+
+/** A migrated, empty database: a temp SQLite file, or a fresh schema on the PostgreSQL server. */
+export async function createTestStorage(kind: Dialect): Promise<TestStorage> {
+  if (kind === 'postgres') {
+    const url = process.env.DATABASE_URL;
+    if (!url) throw new Error('DATABASE_URL is required for the postgres tier');
+    const schema = `t_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    await admin.query(`create schema ${schema}`);
+    await admin.end();
+    const open = () => openStorage({ databaseUrl: url, pgSchema: schema, poolSize: 5 });
+    const storage = open();
+    await storage.migrate();
+    return {
+      ...storage,
+      location: `${url} schema ${schema}`,
+      reopen: open,
+      async destroy() {
+        await storage.close();
+        const client = new pg.Client({ connectionString: url });
+        await client.connect();
+        await client.query(`drop schema ${schema} cascade`);
+        await client.end();
+      },
+    };
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-test-'));
+  const file = path.join(dir, 'clarion.sqlite');
+  const open = () => openStorage({ sqliteFile: file });
+  const storage = open();
+  await storage.migrate();
+  return {
+    ...storage,
+    location: file,
+    reopen: open,
+    async destroy() {
+      await storage.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
