@@ -12,6 +12,9 @@ import { accountRoutes } from './modules/accounts/accounts.routes.js';
 import { environmentRoutes } from './modules/environments/environments.routes.js';
 import { keyRoutes } from './modules/keys/keys.routes.js';
 import { systemRoutes } from './modules/system/system.routes.js';
+import { inappRoutes } from './modules/inapp/inapp.routes.js';
+import { outboxRoutes } from './modules/outbox/outbox.routes.js';
+import { templateRoutes } from './modules/templates/templates.routes.js';
 import { userRoutes } from './modules/users/users.routes.js';
 
 /** Builds the HTTP application over already-built dependencies (tests use the same function). */
@@ -64,6 +67,9 @@ export async function buildApp(deps: Deps): Promise<App> {
   environmentRoutes(app, deps);
   keyRoutes(app, deps);
   userRoutes(app, deps);
+  templateRoutes(app, deps);
+  outboxRoutes(app, deps);
+  await inappRoutes(app, deps);
 
   return app;
 }
