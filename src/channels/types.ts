@@ -60,6 +60,8 @@ export interface EmailMessage {
   /** Stable Message-ID (without angle brackets), the same on every retry of one delivery. */
   messageId: string;
   headers?: Record<string, string>;
+  /** Who the message is for, so a provider that stores (the local outbox) can scope it. */
+  meta: { accountId: string; envId: string; trackingId: string; userId?: string };
 }
 
 export interface EmailProvider {

@@ -1,0 +1,56 @@
+import type { Kysely } from 'kysely';
+
+/**
+ * The Queue port: durable jobs enqueued in the caller's database transaction, so a job exists
+ * exactly when the records it works on were committed (DESIGN principle 2). Delivery is
+ * at-least-once: a job whose worker dies is picked up again after its lock expires, so handlers
+ * must be idempotent.
+ */
+export interface JobContext {
+  id: string;
+  name: string;
+  /** 1 on the first run. */
+  attempt: number;
+  maxAttempts: number;
+}
+
+export interface EnqueueOptions {
+  /** Not before this time (scheduling). Default: now. */
+  runAt?: Date;
+  /** Runs (first + retries) before the job is given up. Default 10. */
+  maxAttempts?: number;
+}
+
+export type JobHandler<T = unknown> = (data: T, job: JobContext) => Promise<void>;
+
+export interface WorkOptions {
+  /** Jobs of this name run at once in this process. */
+  concurrency?: number;
+}
+
+export interface Queue {
+  /** Inserts the job with the transaction (or plain db) given; returns its id. */
+  enqueue<T>(tx: Kysely<any>, name: string, data: T, options?: EnqueueOptions): Promise<string>;
+  /** Cancels a job that has not started; false when it is running, finished or unknown. */
+  cancel(tx: Kysely<any>, jobId: string): Promise<boolean>;
+  /** Moves a job that has not started to another time and/or payload; false when it already ran. */
+  reschedule<T>(tx: Kysely<any>, jobId: string, runAt: Date, data?: T): Promise<boolean>;
+  /** Registers the handler of a job name; call before start(). */
+  work<T>(name: string, handler: JobHandler<T>, options?: WorkOptions): void;
+  start(): Promise<void>;
+  /** Stops taking jobs, waits for running handlers (up to a grace period), releases the rest. */
+  stop(): Promise<void>;
+}
+
+/** Thrown by a handler: do not retry this job. */
+export class PermanentJobError extends Error {}
+
+/** Thrown by a handler: retry, after `delayMs` when given (else the queue's backoff). */
+export class RetryJobError extends Error {
+  constructor(
+    message: string,
+    readonly delayMs?: number,
+  ) {
+    super(message);
+  }
+}
