@@ -14,11 +14,21 @@ export interface Config {
   role: 'all' | 'api' | 'worker';
   bodyLimitBytes: number;
   smtpUrl?: string;
+  /** Lets outbound fetches of user-given URLs (attachments, environment SMTP servers) reach private/loopback addresses. */
+  allowPrivateNetworks: boolean;
   defaultMessagesCap: number;
   logRetentionDays: number;
 }
 
 export class ConfigError extends Error {}
+
+function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (/^(1|true|yes|on)$/i.test(raw)) return true;
+  if (/^(0|false|no|off)$/i.test(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
   const raw = env[name];
@@ -49,6 +59,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // Inline attachments are ~4 MB raw each, i.e. ~5.4 MB of base64, so the default leaves room for a few.
     bodyLimitBytes: int(env, 'CLARION_BODY_LIMIT', 25 * 1024 * 1024, 1024),
     smtpUrl: env.SMTP_URL || undefined,
+    allowPrivateNetworks: bool(env, 'CLARION_ALLOW_PRIVATE_NETWORKS', false),
     defaultMessagesCap: int(env, 'CLARION_DEFAULT_MESSAGES_CAP', 1_000_000, 0),
     logRetentionDays: int(env, 'CLARION_LOG_RETENTION_DAYS', 30, 1),
   };
