@@ -52,10 +52,18 @@ export async function buildApp(deps: Deps): Promise<App> {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', description: 'API key (clarion_sk_...) or account JWT' },
           basic: { type: 'http', scheme: 'basic', description: 'environment clientId:clientSecret' },
+          inappUser: { type: 'http', scheme: 'basic', description: 'in-app clients: clientId:userId:userHash (hash needed in secure mode)' },
         },
       },
       security: [{ bearer: [] }, { basic: [] }],
     },
+  });
+
+  // Document each route's credentials in OpenAPI from its auth mode.
+  app.addHook('onRoute', (route) => {
+    const mode = route.config?.auth ?? 'account';
+    if (mode === 'account') return;
+    route.schema = { ...route.schema, security: mode === 'none' ? [] : [{ inappUser: [] }] };
   });
 
   installErrorHandling(app);

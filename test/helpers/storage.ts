@@ -34,7 +34,7 @@ export async function createTestStorage(kind: Dialect): Promise<TestStorage> {
       location: `${url} schema ${schema}`,
       reopen: open,
       async destroy() {
-        await storage.close();
+        await storage.close().catch(() => undefined);
         const client = new pg.Client({ connectionString: url });
         await client.connect();
         await client.query(`drop schema ${schema} cascade`);
@@ -52,7 +52,7 @@ export async function createTestStorage(kind: Dialect): Promise<TestStorage> {
     location: file,
     reopen: open,
     async destroy() {
-      await storage.close();
+      await storage.close().catch(() => undefined);
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
