@@ -1,0 +1,66 @@
+import type { DeliveryRow, MessageRow } from '../sending/sending.tables.js';
+
+export type LogRecord = Record<string, string | number | boolean | undefined> & { trackingId: string; accountId: string };
+
+const after = (from: string, to: string | null) => (to ? new Date(to).getTime() - new Date(from).getTime() : undefined);
+
+/** The spec's Log record: a view over a message and its deliveries. Absent values are omitted. */
+export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[]): LogRecord {
+  const record: LogRecord = {
+    trackingId: message.tracking_id,
+    accountId: message.account_id,
+    envId: message.env_id,
+    clientId: message.env_id,
+    type: message.notification_id,
+    received_at: message.received_at,
+    processed_at: message.processed_at ?? undefined,
+    user_id: message.user_id,
+    user_email: message.user_email ?? undefined,
+    user_number: message.user_number ?? undefined,
+    ip: message.ip ?? undefined,
+    agent: message.agent ?? undefined,
+    request: message.request,
+    scheduled_for: message.scheduled_for ?? undefined,
+    schedule_updated_at: message.schedule_updated_at ?? undefined,
+    schedule_updated_to: message.schedule_updated_to ?? undefined,
+    schedule_deleted_at: message.schedule_deleted_at ?? undefined,
+    failed_at: message.failed_at ?? undefined,
+    failed_code: message.failed_code ?? undefined,
+    failed_internal: message.failed_internal ?? undefined,
+  };
+  for (const d of deliveries) {
+    const ch = d.channel;
+    record[`${ch}_routing`] = d.routing;
+    if (d.routing_reason) record[`${ch}_routing_reason`] = d.routing_reason;
+    if (d.preview) record[`${ch}_preview`] = d.preview;
+    if (d.sent_at) {
+      record[`${ch}_sent_at`] = d.sent_at;
+      record[`${ch}_sent_after`] = after(message.received_at, d.sent_at);
+    }
+    if (d.delivered_at) {
+      record[`${ch}_delivered_at`] = d.delivered_at;
+      record[`${ch}_delivered_after`] = after(message.received_at, d.delivered_at);
+    }
+    if (d.failed_at) {
+      record[`${ch}_failed_at`] = d.failed_at;
+      if (d.failed_code) record[`${ch}_failed_code`] = d.failed_code;
+      if (d.failed_internal) record[`${ch}_failed_internal`] = d.failed_internal;
+    }
+    if (d.extra) Object.assign(record, JSON.parse(d.extra));
+  }
+  for (const key of Object.keys(record)) if (record[key] === undefined) delete record[key];
+  return record;
+}
+
+/** Overall status of a log, for statusFilter: the worst delivery state wins. */
+export function logStatus(message: MessageRow, deliveries: DeliveryRow[]): 'scheduled' | 'canceled' | 'processing' | 'failed' | 'sent' | 'delivered' | 'skipped' {
+  if (message.state === 'scheduled') return 'scheduled';
+  if (message.state === 'canceled') return 'canceled';
+  if (message.state === 'failed') return 'failed';
+  const sending = deliveries.filter((d) => d.routing === 'SEND');
+  if (message.state === 'queued' || sending.some((d) => d.status === 'pending')) return 'processing';
+  if (sending.length === 0) return 'skipped';
+  if (sending.some((d) => d.status === 'failed')) return 'failed';
+  if (sending.every((d) => d.status === 'delivered')) return 'delivered';
+  return 'sent';
+}

@@ -1,0 +1,71 @@
+import type { Channel } from '../../http/schemas.js';
+import { SEND_CHANNELS, type SendChannel } from './channels.js';
+
+/** Why a channel was not used; recorded as `<channel>_routing_reason`. */
+export type SkipReason =
+  | 'NOT_IN_FORCE_CHANNELS'
+  | 'NO_CONTENT'
+  | 'NOTIFICATION_DISABLED'
+  | 'CHANNEL_NOT_CONFIGURED_FOR_TYPE'
+  | 'NO_EMAIL'
+  | 'NO_NUMBER'
+  | 'NO_PUSH_TOKENS'
+  | 'NO_WEB_PUSH_SUBSCRIPTION'
+  | 'NO_SLACK_DESTINATION'
+  | 'USER_SUPPRESSED'
+  | 'DISABLED_FOR_ENVIRONMENT'
+  | 'CHANNEL_UNAVAILABLE';
+
+export type RoutingDecision = { channel: SendChannel; routing: 'SEND' } | { channel: SendChannel; routing: 'SKIP'; reason: SkipReason };
+
+export interface RoutingInput {
+  forceChannels?: Channel[];
+  /** Channels for which inline content or a template exists. */
+  withContent: ReadonlySet<SendChannel>;
+  type: { enabled: boolean; channels: readonly Channel[] };
+  user: {
+    email?: string | null;
+    number?: string | null;
+    pushTokens?: unknown[] | null;
+    webPushTokens?: unknown[] | null;
+    slackChannel?: string | null;
+    /** Channels the user is suppressed on (e.g. EMAIL after a hard bounce, SMS after STOP). */
+    suppressed: ReadonlySet<string>;
+  };
+  disabledForEnvironment: readonly Channel[];
+  /** Channels this server can deliver now (a provider or the local development carrier exists). */
+  available: ReadonlySet<SendChannel>;
+}
+
+const contact: Record<SendChannel, (u: RoutingInput['user']) => SkipReason | null> = {
+  EMAIL: (u) => (u.email ? null : 'NO_EMAIL'),
+  INAPP_WEB: () => null,
+  SMS: (u) => (u.number ? null : 'NO_NUMBER'),
+  CALL: (u) => (u.number ? null : 'NO_NUMBER'),
+  PUSH: (u) => (u.pushTokens?.length ? null : 'NO_PUSH_TOKENS'),
+  WEB_PUSH: (u) => (u.webPushTokens?.length ? null : 'NO_WEB_PUSH_SUBSCRIPTION'),
+  SLACK: (u) => (u.slackChannel ? null : 'NO_SLACK_DESTINATION'),
+};
+
+/**
+ * Decides, for every channel, whether this send uses it or why not. Content and reachability
+ * choose the channels; forceChannels narrows them and bypasses the type's channel configuration.
+ */
+export function routeChannels(input: RoutingInput): RoutingDecision[] {
+  const forced = input.forceChannels?.length ? new Set<string>(input.forceChannels) : null;
+  return SEND_CHANNELS.map(({ channel }): RoutingDecision => {
+    const skip = (reason: SkipReason): RoutingDecision => ({ channel, routing: 'SKIP', reason });
+    if (forced && !forced.has(channel)) return skip('NOT_IN_FORCE_CHANNELS');
+    if (!input.withContent.has(channel)) return skip('NO_CONTENT');
+    if (!forced) {
+      if (!input.type.enabled) return skip('NOTIFICATION_DISABLED');
+      if (!input.type.channels.includes(channel)) return skip('CHANNEL_NOT_CONFIGURED_FOR_TYPE');
+    }
+    const unreachable = contact[channel](input.user);
+    if (unreachable) return skip(unreachable);
+    if (input.user.suppressed.has(channel)) return skip('USER_SUPPRESSED');
+    if (input.disabledForEnvironment.includes(channel)) return skip('DISABLED_FOR_ENVIRONMENT');
+    if (!input.available.has(channel)) return skip('CHANNEL_UNAVAILABLE');
+    return { channel, routing: 'SEND' };
+  });
+}

@@ -1,0 +1,105 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { CoreTables } from '../../storage/schema.js';
+
+export type MessagesTable = {
+  tracking_id: string;
+  account_id: string;
+  env_id: string;
+  notification_id: string;
+  user_id: string;
+  user_email: string | null;
+  user_number: string | null;
+  template_id: string | null;
+  sub_notification_id: string | null;
+  request: string;
+  /** scheduled -> queued -> processed; canceled (schedule deleted); failed (could not be processed). */
+  state: 'scheduled' | 'queued' | 'processed' | 'canceled' | 'failed';
+  job_id: string | null;
+  ip: string | null;
+  agent: string | null;
+  received_at: string;
+  processed_at: string | null;
+  scheduled_for: string | null;
+  schedule_updated_at: string | null;
+  schedule_updated_to: string | null;
+  schedule_deleted_at: string | null;
+  failed_at: string | null;
+  failed_code: string | null;
+  failed_internal: string | null;
+}
+
+export type DeliveriesTable = {
+  id: string;
+  tracking_id: string;
+  account_id: string;
+  env_id: string;
+  channel: string;
+  routing: 'SEND' | 'SKIP';
+  routing_reason: string | null;
+  /** pending -> sent (-> delivered) | failed; skipped when routing is SKIP. */
+  status: 'pending' | 'sent' | 'delivered' | 'failed' | 'skipped';
+  content: string | null;
+  preview: string | null;
+  attempts: number;
+  sent_at: string | null;
+  delivered_at: string | null;
+  failed_at: string | null;
+  failed_code: string | null;
+  failed_internal: string | null;
+  provider_message_id: string | null;
+  extra: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export type DeliveryAttemptsTable = {
+  id: string;
+  delivery_id: string;
+  attempt: number;
+  started_at: string;
+  duration_ms: number;
+  outcome: 'success' | 'retry' | 'failed';
+  provider_code: string | null;
+  detail: string | null;
+}
+
+export type IdempotencyKeysTable = {
+  env_id: string;
+  key: string;
+  request_hash: string;
+  tracking_id: string;
+  response: string;
+  created_at: string;
+}
+
+export type UsageCountersTable = {
+  account_id: string;
+  cycle_start: string;
+  messages: number;
+}
+
+export type LogQueriesTable = {
+  id: string;
+  account_id: string;
+  env_id: string | null;
+  filters: string;
+  status: 'Running' | 'Complete' | 'Failed';
+  result: string | null;
+  error: string | null;
+  created_at: string;
+  completed_at: string | null;
+}
+
+export type SendingTables = {
+  messages: MessagesTable;
+  deliveries: DeliveriesTable;
+  delivery_attempts: DeliveryAttemptsTable;
+  idempotency_keys: IdempotencyKeysTable;
+  usage_counters: UsageCountersTable;
+  log_queries: LogQueriesTable;
+}
+
+export type SendingDb = Kysely<CoreTables & SendingTables>;
+export type MessageRow = Selectable<MessagesTable>;
+export type DeliveryRow = Selectable<DeliveriesTable>;
+export type AttemptRow = Selectable<DeliveryAttemptsTable>;
