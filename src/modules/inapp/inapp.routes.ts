@@ -1,5 +1,204 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
 import type { Deps } from '../../deps.js';
+import { AppError, invalid } from '../../errors.js';
+import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
+import { ensureWebsocketSupport } from '../../realtime/websocket.js';
+import { AuthService, requireEnv } from '../auth/auth.service.js';
+import { InappAuthenticator, inappUnauthorized, parseInappBasic } from './inapp.auth.js';
+import { inappRealtime } from './inapp.realtime.js';
+import type { InappScope } from './inapp.repository.js';
+import {
+  ClientPathParams,
+  CountResponse,
+  ListQuery,
+  ListResponse,
+  MarkSeenBody,
+  type MarkSeenBodyType,
+  OnBehalfQuery,
+  PatchBody,
+  type PatchBodyType,
+  SHARED_SCHEMAS,
+  SuccessResponse,
+} from './inapp.schemas.js';
+import { InappService } from './inapp.service.js';
 
-/** In-app notifications and their websocket (filled in by the in-app module). */
-export async function inappRoutes(_app: App, _deps: Deps): Promise<void> {}
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The in-app user a request acts for, set by the in-app routes' own authentication. */
+    inappScope: InappScope;
+  }
+}
+
+type Query = Record<string, unknown>;
+const str = (value: unknown) => (typeof value === 'string' && value !== '' ? value : undefined);
+
+/**
+ * Browsers' fetch (and the published in-app client, which sets no Content-Type) send a string
+ * body as text/plain; read it as JSON. A missing body is an empty object.
+ */
+async function jsonBody(req: FastifyRequest): Promise<void> {
+  if (typeof req.body === 'string') {
+    try {
+      req.body = req.body.trim() === '' ? {} : JSON.parse(req.body);
+    } catch {
+      throw new AppError('INVALID_JSON', 'The request body is not valid JSON.', 'Send a well-formed JSON document.');
+    }
+  }
+  if (req.body === undefined || req.body === null) req.body = {};
+}
+
+/**
+ * In-app notifications of end users:
+ * - `/user/inapp[...]` (the pingram SDK's UserApi): Basic base64(clientId:userId[:userHash]), or
+ *   an API key / JWT acting for `?userId=`;
+ * - `/{clientId}/users/{userId}/notifications/INAPP_WEB[...]` (the published in-app client), same Basic;
+ * - the websocket at `/` (and `/ws`) with `?envId=<clientId>&userId=...[&userIdHash=...]`.
+ */
+export async function inappRoutes(app: App, deps: Deps): Promise<void> {
+  const service = new InappService(deps);
+  const realtime = inappRealtime(deps);
+  const authenticator = new InappAuthenticator(deps);
+  const accountAuth = new AuthService(deps);
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
+  app.decorateRequest('inappScope', null as unknown as InappScope);
+  await ensureWebsocketSupport(app);
+  await realtime.listen();
+  app.addHook('onClose', () => realtime.close());
+
+  const config = { auth: 'inapp' as const };
+  const tags = ['in-app'];
+
+  async function userAuth(req: FastifyRequest): Promise<void> {
+    const header = req.headers.authorization;
+    const query = req.query as Query;
+    if (header && /^bearer\s/i.test(header)) {
+      const auth = await accountAuth.authenticate(header, str(query.envId));
+      const envId = requireEnv(auth);
+      const userId = str(query.userId);
+      if (!userId) throw invalid('With an API key or JWT, name the user with the userId query parameter.', 'Add ?userId=<user id>, or authenticate as the user with Basic clientId:userId[:userHash].');
+      req.inappScope = { accountId: auth.accountId, envId, userId };
+      return;
+    }
+    const credentials = parseInappBasic(header);
+    if (!credentials) throw inappUnauthorized('Missing in-app credentials.');
+    req.inappScope = await authenticator.authenticate(credentials);
+  }
+
+  async function pathAuth(req: FastifyRequest): Promise<void> {
+    const { clientId, userId } = req.params as { clientId: string; userId: string };
+    const credentials = parseInappBasic(req.headers.authorization, userId);
+    if (!credentials) throw inappUnauthorized('Missing in-app credentials.');
+    if (credentials.clientId !== clientId) throw inappUnauthorized('The credentials are for another clientId than the one in the path.');
+    req.inappScope = await authenticator.authenticate(credentials);
+  }
+
+  const markSeenFilter = (body: MarkSeenBodyType) => {
+    const ids = [...(body.trackingIds ?? []), ...(body.trackingId !== undefined ? [body.trackingId] : [])];
+    return {
+      ...(body.trackingIds !== undefined || body.trackingId !== undefined ? { trackingIds: ids } : {}),
+      ...(body.notificationId !== undefined ? { notificationId: body.notificationId } : {}),
+    };
+  };
+
+  const variants = [
+    { base: '/user/inapp', onRequest: userAuth, extraQuery: OnBehalfQuery.properties, params: undefined },
+    { base: '/:clientId/users/:userId/notifications/INAPP_WEB', onRequest: pathAuth, extraQuery: {}, params: ClientPathParams },
+  ];
+  for (const { base, onRequest, extraQuery, params } of variants) {
+    const common = { config, onRequest };
+    const schemaBase = { tags, ...(params ? { params } : {}) };
+
+    app.get(
+      base,
+      {
+        ...common,
+        schema: {
+          ...schemaBase,
+          summary: 'In-app notifications of the user, newest first',
+          querystring: Type.Object({ ...ListQuery.properties, ...extraQuery }),
+          response: withErrors({ 200: ListResponse }),
+        },
+      },
+      async (req) => {
+        const query = req.query as { before?: string; count?: number };
+        return { notifications: await service.list(req.inappScope, { before: query.before, count: query.count }) };
+      },
+    );
+
+    app.get(
+      `${base}/unread`,
+      {
+        ...common,
+        schema: { ...schemaBase, summary: 'Number of unseen in-app notifications', querystring: Type.Object(extraQuery), response: withErrors({ 200: CountResponse }) },
+      },
+      async (req) => ({ count: await service.unreadCount(req.inappScope) }),
+    );
+
+    app.patch(
+      base,
+      {
+        ...common,
+        preValidation: jsonBody,
+        schema: {
+          ...schemaBase,
+          summary: 'Set or clear opened/clicked/archived/actioned statuses, append replies',
+          querystring: Type.Object(extraQuery),
+          body: PatchBody,
+          response: withErrors({ 200: SuccessResponse }),
+        },
+      },
+      async (req) => {
+        await service.update(req.inappScope, req.body as PatchBodyType);
+        return { success: true };
+      },
+    );
+
+    app.patch(
+      `${base}/unread`,
+      {
+        ...common,
+        preValidation: jsonBody,
+        schema: {
+          ...schemaBase,
+          summary: 'Mark notifications seen: all, or by trackingId(s) or notificationId',
+          querystring: Type.Object(extraQuery),
+          body: MarkSeenBody,
+          response: withErrors({ 200: SuccessResponse }),
+        },
+      },
+      async (req) => {
+        await service.markSeen(req.inappScope, markSeenFilter(req.body as MarkSeenBodyType));
+        return { success: true };
+      },
+    );
+  }
+
+  // The published client connects to wss://<websocketHost>?userId=..&envId=<clientId>[&userIdHash=..].
+  for (const url of ['/', '/ws']) {
+    app.route({
+      method: 'GET',
+      url,
+      config,
+      schema: { hide: true },
+      onRequest: async (req) => {
+        if (!req.ws) return;
+        const query = req.query as Query;
+        req.inappScope = await authenticator.authenticate({
+          clientId: str(query.envId) ?? str(query.clientId),
+          userId: str(query.userId),
+          hash: str(query.userIdHash) ?? str(query.hashedUserId),
+        });
+      },
+      handler: async () => {
+        throw new AppError('ROUTE_NOT_FOUND', `GET ${url} is the in-app websocket.`, 'Connect with a WebSocket client: ?envId=<clientId>&userId=<user id>[&userIdHash=<hash>].');
+      },
+      wsHandler: (socket, req) => {
+        realtime.attach(req.inappScope, socket);
+        // Clients only listen; anything they send is ignored.
+        socket.on('message', () => undefined);
+      },
+    });
+  }
+}

@@ -1,0 +1,121 @@
+import { randomUUID } from 'node:crypto';
+import type { WebSocket } from 'ws';
+import type { Deps } from '../../deps.js';
+import { SocketHub } from '../../realtime/hub.js';
+import { MAX_NOTIFY_BYTES, PgListener, pgNotify } from '../../realtime/pg-notify.js';
+import { type InappNotification, toInappNotification } from './inapp.model.js';
+import { InappRepository, type InappScope } from './inapp.repository.js';
+
+/** The message the published in-app client acts on. */
+export const NEW_NOTIFICATIONS_ROUTE = 'inapp_web/new_notifications';
+export const INAPP_NOTIFY_CHANNEL = 'clarion_inapp';
+
+/** What crosses processes over NOTIFY: the notifications themselves, or their ids when too large. */
+interface FanoutMessage {
+  o: string;
+  a: string;
+  e: string;
+  u: string;
+  n?: InappNotification[];
+  ids?: string[];
+}
+
+const keyOf = (envId: string, userId: string) => `${envId}\u0000${userId}`;
+
+/**
+ * In-app realtime: the sockets of this process per (environment, user), and on PostgreSQL a
+ * NOTIFY/LISTEN bridge so a notification stored by any process reaches sockets held by any other.
+ */
+export class InappRealtime {
+  readonly hub = new SocketHub();
+  /** Lets this process skip its own NOTIFY echoes: it already pushed to its sockets directly. */
+  private readonly origin = randomUUID();
+  private listener: PgListener | undefined;
+
+  constructor(private readonly deps: Deps) {}
+
+  attach(scope: InappScope, socket: WebSocket): void {
+    this.hub.add(keyOf(scope.envId, scope.userId), socket);
+  }
+
+  connections(envId: string, userId: string): number {
+    return this.hub.count(keyOf(envId, userId));
+  }
+
+  /** Pushes to this process's sockets at once, then (PostgreSQL) to the other processes. */
+  async publish(scope: InappScope, notifications: InappNotification[]): Promise<void> {
+    if (notifications.length === 0) return;
+    this.pushLocal(scope, notifications);
+    if (this.deps.storage.dialect !== 'postgres') return;
+    for (const payload of this.fanoutPayloads(scope, notifications)) {
+      try {
+        await pgNotify(this.deps.db, INAPP_NOTIFY_CHANNEL, payload);
+      } catch (err) {
+        // The notification is stored; clients of other processes see it on their next fetch.
+        this.deps.logger.warn({ err }, 'in-app NOTIFY failed');
+      }
+    }
+  }
+
+  /** Starts the LISTEN side when on PostgreSQL and its URL is configured. */
+  async listen(): Promise<boolean> {
+    const url = this.deps.config.databaseUrl;
+    if (this.listener || this.deps.storage.dialect !== 'postgres' || !url) return Boolean(this.listener);
+    this.listener = new PgListener(url, INAPP_NOTIFY_CHANNEL, (payload) => void this.onRemote(payload), this.deps.logger);
+    await this.listener.start();
+    return true;
+  }
+
+  async close(): Promise<void> {
+    this.hub.close();
+    await this.listener?.close();
+    this.listener = undefined;
+    if (registry.get(this.deps.db) === this) registry.delete(this.deps.db);
+  }
+
+  private pushLocal(scope: Pick<InappScope, 'envId' | 'userId'>, notifications: InappNotification[]): number {
+    const key = keyOf(scope.envId, scope.userId);
+    if (this.hub.count(key) === 0) return 0;
+    return this.hub.send(key, JSON.stringify({ route: NEW_NOTIFICATIONS_ROUTE, payload: { notifications } }));
+  }
+
+  private *fanoutPayloads(scope: InappScope, notifications: InappNotification[]): Generator<string> {
+    const base = { o: this.origin, a: scope.accountId, e: scope.envId, u: scope.userId };
+    const whole = JSON.stringify({ ...base, n: notifications } satisfies FanoutMessage);
+    if (Buffer.byteLength(whole) <= MAX_NOTIFY_BYTES) {
+      yield whole;
+      return;
+    }
+    for (const notification of notifications) {
+      const one = JSON.stringify({ ...base, n: [notification] } satisfies FanoutMessage);
+      yield Buffer.byteLength(one) <= MAX_NOTIFY_BYTES ? one : JSON.stringify({ ...base, ids: [notification.id] } satisfies FanoutMessage);
+    }
+  }
+
+  private async onRemote(payload: string): Promise<void> {
+    try {
+      const message = JSON.parse(payload) as FanoutMessage;
+      if (message.o === this.origin || this.connections(message.e, message.u) === 0) return;
+      let notifications = message.n;
+      if (!notifications && message.ids) {
+        const scope = { accountId: message.a, envId: message.e, userId: message.u };
+        notifications = (await new InappRepository(this.deps.db).findMany(scope, message.ids)).map(toInappNotification);
+      }
+      if (notifications?.length) this.pushLocal({ envId: message.e, userId: message.u }, notifications);
+    } catch (err) {
+      this.deps.logger.warn({ err }, 'could not fan out an in-app notification');
+    }
+  }
+}
+
+/**
+ * One InappRealtime per database handle, so the websocket routes and a delivery worker built from
+ * the same Deps in one process share sockets (Deps has no realtime slot of its own).
+ */
+const registry = new WeakMap<object, InappRealtime>();
+
+export function inappRealtime(deps: Deps): InappRealtime {
+  let realtime = registry.get(deps.db);
+  if (!realtime) registry.set(deps.db, (realtime = new InappRealtime(deps)));
+  return realtime;
+}

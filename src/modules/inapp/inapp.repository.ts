@@ -1,0 +1,142 @@
+import type { Kysely, Selectable, Updateable } from 'kysely';
+import type { CoreTables } from '../../storage/schema.js';
+
+/** Conventions of storage/schema.ts: ISO-8601 text timestamps, JSON as text, booleans as 0/1. */
+export interface InappNotificationsTable {
+  account_id: string;
+  env_id: string;
+  user_id: string;
+  tracking_id: string;
+  notification_id: string;
+  sub_notification_id: string | null;
+  title: string;
+  redirect_url: string | null;
+  image_url: string | null;
+  delivery_options: string | null;
+  template: string | null;
+  parameters: string | null;
+  date: string;
+  seen: number;
+  opened: string | null;
+  clicked: string | null;
+  archived: string | null;
+  actioned1: string | null;
+  actioned2: string | null;
+  replies: string;
+  exp_date: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface InappTables extends CoreTables {
+  inapp_notifications: InappNotificationsTable;
+}
+
+export type InappRow = Selectable<InappNotificationsTable>;
+export type InappRowPatch = Updateable<InappNotificationsTable>;
+
+/** Whose notifications: every query is scoped by all three. */
+export interface InappScope {
+  accountId: string;
+  envId: string;
+  userId: string;
+}
+
+/** Any Kysely (or transaction) over a database that has run the in-app migration. */
+export type AnyKysely = Kysely<any>;
+
+export class InappRepository {
+  private readonly db: Kysely<InappTables>;
+  constructor(db: AnyKysely) {
+    this.db = db as Kysely<InappTables>;
+  }
+
+  private scoped(scope: InappScope) {
+    return this.db
+      .selectFrom('inapp_notifications')
+      .where('account_id', '=', scope.accountId)
+      .where('env_id', '=', scope.envId)
+      .where('user_id', '=', scope.userId);
+  }
+
+  /** Inserts unless (env, user, trackingId) exists; true when this call created the row. */
+  async insertIfAbsent(row: InappRow): Promise<boolean> {
+    const inserted = await this.db
+      .insertInto('inapp_notifications')
+      .values(row)
+      .onConflict((oc) => oc.columns(['env_id', 'user_id', 'tracking_id']).doNothing())
+      .returning('tracking_id')
+      .execute();
+    return inserted.length === 1;
+  }
+
+  find(scope: InappScope, trackingId: string): Promise<InappRow | undefined> {
+    return this.scoped(scope).selectAll().where('tracking_id', '=', trackingId).executeTakeFirst();
+  }
+
+  findMany(scope: InappScope, trackingIds: string[]): Promise<InappRow[]> {
+    if (trackingIds.length === 0) return Promise.resolve([]);
+    return this.scoped(scope).selectAll().where('tracking_id', 'in', trackingIds).execute();
+  }
+
+  /** Newest first; `before` is exclusive; expired rows are left out. */
+  list(scope: InappScope, options: { before?: string; count: number; now: string }): Promise<InappRow[]> {
+    let query = this.scoped(scope)
+      .selectAll()
+      .where((eb) => eb.or([eb('exp_date', 'is', null), eb('exp_date', '>', options.now)]));
+    if (options.before !== undefined) query = query.where('date', '<', options.before);
+    return query.orderBy('date', 'desc').orderBy('tracking_id', 'desc').limit(options.count).execute();
+  }
+
+  async countUnseen(scope: InappScope, now: string): Promise<number> {
+    const row = await this.scoped(scope)
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('seen', '=', 0)
+      .where('archived', 'is', null)
+      .where((eb) => eb.or([eb('exp_date', 'is', null), eb('exp_date', '>', now)]))
+      .executeTakeFirstOrThrow();
+    return Number(row.count);
+  }
+
+  async update(scope: InappScope, trackingIds: string[], patch: InappRowPatch): Promise<number> {
+    if (trackingIds.length === 0) return 0;
+    const result = await this.db
+      .updateTable('inapp_notifications')
+      .set(patch)
+      .where('account_id', '=', scope.accountId)
+      .where('env_id', '=', scope.envId)
+      .where('user_id', '=', scope.userId)
+      .where('tracking_id', 'in', trackingIds)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows);
+  }
+
+  /** Replies are a JSON list per row; rows are locked on PostgreSQL so concurrent replies all land. */
+  async repliesForUpdate(scope: InappScope, trackingIds: string[], lock: boolean): Promise<Pick<InappRow, 'tracking_id' | 'replies'>[]> {
+    if (trackingIds.length === 0) return [];
+    let query = this.scoped(scope).select(['tracking_id', 'replies']).where('tracking_id', 'in', trackingIds);
+    if (lock) query = query.forUpdate();
+    return query.execute();
+  }
+
+  async setReplies(scope: InappScope, trackingId: string, replies: string, updatedAt: string): Promise<void> {
+    await this.update(scope, [trackingId], { replies, updated_at: updatedAt });
+  }
+
+  async markSeen(scope: InappScope, filter: { trackingIds?: string[]; notificationId?: string }, updatedAt: string): Promise<number> {
+    let query = this.db
+      .updateTable('inapp_notifications')
+      .set({ seen: 1, updated_at: updatedAt })
+      .where('account_id', '=', scope.accountId)
+      .where('env_id', '=', scope.envId)
+      .where('user_id', '=', scope.userId)
+      .where('seen', '=', 0);
+    if (filter.trackingIds) {
+      if (filter.trackingIds.length === 0) return 0;
+      query = query.where('tracking_id', 'in', filter.trackingIds);
+    }
+    if (filter.notificationId !== undefined) query = query.where('notification_id', '=', filter.notificationId);
+    const result = await query.executeTakeFirst();
+    return Number(result.numUpdatedRows);
+  }
+}

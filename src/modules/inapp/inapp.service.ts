@@ -1,0 +1,169 @@
+import type { Deps } from '../../deps.js';
+import { invalid } from '../../errors.js';
+import {
+  type InappDeliveryOptions,
+  type InappNotification,
+  type InappReply,
+  STATUS_FIELDS,
+  type StatusField,
+  parseInstant,
+  parseStatusValue,
+  toInappNotification,
+} from './inapp.model.js';
+import { type InappRealtime, inappRealtime } from './inapp.realtime.js';
+import { type AnyKysely, InappRepository, type InappRow, type InappRowPatch, type InappScope } from './inapp.repository.js';
+
+export type { InappNotification, InappReply, InappScope };
+
+/** What the delivery pipeline hands over for one recipient of one message. */
+export interface StoreInappInput extends InappScope {
+  /** The message's trackingId: the notification id clients see, and the idempotency key. */
+  trackingId: string;
+  /** The notification type. */
+  notificationId: string;
+  subNotificationId?: string;
+  title: string;
+  redirectURL?: string;
+  imageURL?: string;
+  parameters?: Record<string, unknown>;
+  deliveryOptions?: InappDeliveryOptions;
+  template?: Record<string, unknown>;
+  /** Defaults to now. */
+  date?: string;
+  /** After it the notification is no longer listed or counted. */
+  expDate?: string;
+}
+
+export interface StoreInappResult {
+  notification: InappNotification;
+  /** False when this (envId, userId, trackingId) was already stored: a retried delivery. */
+  created: boolean;
+}
+
+/** Body of PATCH /user/inapp. Status values: timestamp, true (now), false/null (clear). */
+export interface InappStatusPatch {
+  trackingIds: string[];
+  opened?: unknown;
+  clicked?: unknown;
+  archived?: unknown;
+  actioned1?: unknown;
+  actioned2?: unknown;
+  reply?: InappReply;
+  replies?: InappReply[];
+}
+
+export const DEFAULT_PAGE_SIZE = 10;
+export const MAX_PAGE_SIZE = 1000;
+
+export class InappService {
+  private readonly repo: InappRepository;
+  private readonly realtime: InappRealtime;
+
+  constructor(private readonly deps: Deps) {
+    this.repo = new InappRepository(deps.db);
+    this.realtime = inappRealtime(deps);
+  }
+
+  /**
+   * Stores one in-app notification with `db` (the caller's transaction, or any Kysely). Idempotent
+   * per (envId, userId, trackingId): a second call returns the stored one with `created: false`.
+   * Call `publish` after the transaction commits.
+   */
+  async store(db: AnyKysely, input: StoreInappInput): Promise<StoreInappResult> {
+    for (const field of ['accountId', 'envId', 'userId', 'trackingId', 'notificationId'] as const) {
+      if (typeof input[field] !== 'string' || input[field] === '') throw invalid(`In-app notification needs a non-empty ${field}.`);
+    }
+    if (typeof input.title !== 'string') throw invalid('In-app notification needs a title.');
+    const now = this.deps.clock.now().toISOString();
+    const row: InappRow = {
+      account_id: input.accountId,
+      env_id: input.envId,
+      user_id: input.userId,
+      tracking_id: input.trackingId,
+      notification_id: input.notificationId,
+      sub_notification_id: input.subNotificationId ?? null,
+      title: input.title,
+      redirect_url: input.redirectURL ?? null,
+      image_url: input.imageURL ?? null,
+      delivery_options: input.deliveryOptions ? JSON.stringify(input.deliveryOptions) : null,
+      template: input.template ? JSON.stringify(input.template) : null,
+      parameters: input.parameters ? JSON.stringify(input.parameters) : null,
+      date: parseInstant(input.date, 'date') ?? now,
+      seen: 0,
+      opened: null,
+      clicked: null,
+      archived: null,
+      actioned1: null,
+      actioned2: null,
+      replies: '[]',
+      exp_date: parseInstant(input.expDate, 'expDate') ?? null,
+      created_at: now,
+      updated_at: now,
+    };
+    const repo = new InappRepository(db);
+    if (await repo.insertIfAbsent(row)) return { notification: toInappNotification(row), created: true };
+    const existing = await repo.find(input, input.trackingId);
+    if (!existing) throw new Error(`in-app notification ${input.trackingId} conflicted but is not readable`);
+    return { notification: toInappNotification(existing), created: false };
+  }
+
+  /** Pushes `{route: 'inapp_web/new_notifications', payload: {notifications}}` to the user's open sockets, in every process. */
+  publish(scope: InappScope, notifications: InappNotification[]): Promise<void> {
+    return this.realtime.publish(scope, notifications);
+  }
+
+  /** store() on the service's own database, then publish() when it was new. */
+  async deliver(input: StoreInappInput): Promise<StoreInappResult> {
+    const result = await this.store(this.deps.db, input);
+    if (result.created) await this.publish(input, [result.notification]);
+    return result;
+  }
+
+  async list(scope: InappScope, options: { before?: unknown; count?: number } = {}): Promise<InappNotification[]> {
+    const count = options.count ?? DEFAULT_PAGE_SIZE;
+    if (!Number.isInteger(count) || count < 1 || count > MAX_PAGE_SIZE) throw invalid(`"count" must be an integer from 1 to ${MAX_PAGE_SIZE}.`);
+    const rows = await this.repo.list(scope, {
+      before: parseInstant(options.before, 'before'),
+      count,
+      now: this.deps.clock.now().toISOString(),
+    });
+    return rows.map(toInappNotification);
+  }
+
+  unreadCount(scope: InappScope): Promise<number> {
+    return this.repo.countUnseen(scope, this.deps.clock.now().toISOString());
+  }
+
+  /** Sets or clears statuses and appends replies on the user's notifications among `trackingIds`; others are ignored. */
+  async update(scope: InappScope, patch: InappStatusPatch): Promise<number> {
+    const now = this.deps.clock.now();
+    const set: InappRowPatch = {};
+    for (const field of STATUS_FIELDS) {
+      const value = parseStatusValue(patch[field as StatusField], field, now);
+      if (value !== undefined) set[field] = value;
+    }
+    const replies = [...(patch.reply ? [patch.reply] : []), ...(patch.replies ?? [])].map((reply) => ({
+      date: parseInstant(reply.date, 'reply.date') ?? now.toISOString(),
+      message: reply.message,
+    }));
+    const ids = [...new Set(patch.trackingIds)];
+    const updatedAt = now.toISOString();
+    return this.deps.db.transaction().execute(async (trx) => {
+      const repo = new InappRepository(trx);
+      const matched = await repo.repliesForUpdate(scope, ids, this.deps.storage.dialect === 'postgres');
+      if (Object.keys(set).length > 0) await repo.update(scope, ids, { ...set, updated_at: updatedAt });
+      if (replies.length > 0) {
+        for (const row of matched) {
+          const list = [...(JSON.parse(row.replies) as InappReply[]), ...replies];
+          await repo.setReplies(scope, row.tracking_id, JSON.stringify(list), updatedAt);
+        }
+      }
+      return matched.length;
+    });
+  }
+
+  /** Marks the user's notifications seen: all of them, or those of one trackingId / notification type. */
+  markSeen(scope: InappScope, filter: { trackingIds?: string[]; notificationId?: string } = {}): Promise<number> {
+    return this.repo.markSeen(scope, filter, this.deps.clock.now().toISOString());
+  }
+}
