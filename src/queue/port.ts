@@ -43,10 +43,16 @@ export interface Queue {
 }
 
 /** Thrown by a handler: do not retry this job. */
-export class PermanentJobError extends Error {}
+export class PermanentJobError extends Error {
+  override name = 'PermanentJobError';
+}
 
-/** Thrown by a handler: retry, after `delayMs` when given (else the queue's backoff). */
+/**
+ * Thrown by a handler: retry, after `delayMs` when given (else the queue's backoff). The run
+ * still counts as an attempt, so a job that keeps asking for retries ends 'failed' at maxAttempts.
+ */
 export class RetryJobError extends Error {
+  override name = 'RetryJobError';
   constructor(
     message: string,
     readonly delayMs?: number,

@@ -1,0 +1,321 @@
+import { CompiledQuery, type Kysely } from 'kysely';
+import pg from 'pg';
+import PgBoss from 'pg-boss';
+import { uuidv7 } from 'uuidv7';
+import type { Ids } from '../deps.js';
+import type { EnqueueOptions, JobHandler, Queue, WorkOptions } from './port.js';
+import { type ClaimedJob, type JobBackend, JobRunner } from './runner.js';
+import { type CommonQueueOptions, resolveMaxAttempts } from './sqlite-queue.js';
+
+export interface PgBossQueueOptions extends CommonQueueOptions {
+  /** PostgreSQL schema pg-boss installs its tables in. Default 'pgboss'. */
+  bossSchema?: string;
+  /**
+   * Connection string for a LISTEN connection: enqueue() runs pg_notify on the caller's
+   * transaction, delivered at commit, so idle workers in every process wake at once. Without it
+   * workers find new jobs at the next poll.
+   */
+  databaseUrl?: string;
+  /** pg-boss maintenance: expires the locks of dead workers, archives and deletes old jobs. Default 30 s. */
+  maintenanceIntervalSeconds?: number;
+  /** Completed/failed jobs move to pg-boss's archive after this long. Default 1 h. */
+  archiveAfterSeconds?: number;
+  /** Archived jobs are deleted after this many days. Default 7. */
+  deleteAfterDays?: number;
+}
+
+/** Runs pg-boss's SQL on a Kysely (the pool, or the caller's transaction connection). */
+function executor(db: Kysely<any>): PgBoss.Db {
+  return {
+    async executeSql(text: string, values?: unknown[]) {
+      const result = await db.executeQuery(CompiledQuery.raw(text, values ?? []));
+      return { rows: result.rows as any[] };
+    },
+  };
+}
+
+const ID_PATTERN = /^(.+):([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
+
+/**
+ * pg-boss addresses a job by (queue name, id): its job table is partitioned by name. The port's
+ * cancel/reschedule get only an id, so the id we hand out carries the name: `<name>:<uuid>`.
+ */
+function parseId(jobId: string): { name: string; uuid: string } | null {
+  const m = ID_PATTERN.exec(jobId);
+  return m ? { name: m[1], uuid: m[2] } : null;
+}
+
+const uuidIds: Ids = { uuid: () => uuidv7() };
+
+/**
+ * The Queue port over pg-boss 10 on the application's PostgreSQL. pg-boss owns the schema, the
+ * transactional insert (send with `db` on the caller's transaction), the claim (fetch, FOR UPDATE
+ * SKIP LOCKED) and maintenance (expiring active jobs whose worker died, archiving, deleting).
+ * What its API lacks is a few statements on its v10 `job` table, each fenced by state (and by
+ * started_on, the claim's token, so a stale worker changes nothing):
+ * - cancel/reschedule only while the job waits (pg-boss cancel also cancels active jobs, and it
+ *   has no reschedule);
+ * - retry after our own delay (pg-boss's retry delay is whole seconds per job, so neither our
+ *   full-jitter backoff nor RetryJobError.delayMs fit it);
+ * - heartbeat: extends expire_in while the handler runs, so expire_in works as a renewable lock;
+ * - release on stop without spending an attempt (pg-boss's stop fails active jobs instead).
+ */
+export class PgBossQueue implements Queue, JobBackend {
+  private readonly boss: PgBoss;
+  private readonly runner: JobRunner;
+  private readonly ids: Ids;
+  private readonly lockMs: number;
+  private readonly schema: string;
+  private readonly channel: string;
+  private readonly queues = new Map<string, Promise<void>>();
+  private starting: Promise<void> | null = null;
+  private createChain: Promise<void> = Promise.resolve();
+  private listener: pg.Client | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly db: Kysely<any>,
+    private readonly options: PgBossQueueOptions = {},
+  ) {
+    this.ids = options.ids ?? uuidIds;
+    this.lockMs = options.lockMs ?? 30_000;
+    this.schema = options.bossSchema ?? 'pgboss';
+    this.channel = `queue_${this.schema}`;
+    this.boss = new PgBoss({
+      db: executor(db),
+      schema: this.schema,
+      schedule: false,
+      supervise: true,
+      migrate: true,
+      maintenanceIntervalSeconds: options.maintenanceIntervalSeconds ?? 30,
+      archiveCompletedAfterSeconds: options.archiveAfterSeconds ?? 3600,
+      archiveFailedAfterSeconds: options.archiveAfterSeconds ?? 3600,
+      deleteAfterDays: options.deleteAfterDays ?? 7,
+    });
+    // An EventEmitter 'error' without a listener would crash the process.
+    this.boss.on('error', (err) => options.logger?.error({ err }, 'queue: pg-boss error'));
+    this.runner = new JobRunner(this, {
+      pollIntervalMs: options.pollIntervalMs ?? 1000,
+      heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(this.lockMs / 3)),
+      graceMs: options.graceMs ?? 10_000,
+      backoff: options.backoff,
+      random: options.random,
+      logger: options.logger,
+    });
+  }
+
+  /** Installs or migrates pg-boss's schema once (also needed by processes that only enqueue). */
+  private ready(): Promise<void> {
+    this.starting ??= this.boss.start().then(() => undefined);
+    return this.starting;
+  }
+
+  /**
+   * pg-boss 10 makes a table partition per queue name. Two create_queue calls at once can
+   * deadlock on the parent table (seen in tests), so this process creates them one at a time and
+   * retries a deadlock lost to another process.
+   */
+  private ensureQueue(name: string): Promise<void> {
+    let created = this.queues.get(name);
+    if (!created) {
+      created = this.createChain.then(async () => {
+        await this.ready();
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await this.boss.createQueue(name, { name, policy: 'standard', retryDelay: 0, retryBackoff: false });
+            return;
+          } catch (err) {
+            if ((err as { code?: string }).code !== '40P01' || attempt >= 5) throw err;
+            await new Promise((r) => setTimeout(r, 20 * attempt));
+          }
+        }
+      });
+      this.createChain = created.catch(() => undefined);
+      created.catch(() => this.queues.delete(name));
+      this.queues.set(name, created);
+    }
+    return created;
+  }
+
+  private async exec<R = Record<string, unknown>>(db: Kysely<any>, text: string, values: unknown[]): Promise<R[]> {
+    const result = await db.executeQuery(CompiledQuery.raw(text, values));
+    return result.rows as R[];
+  }
+
+  async enqueue<T>(tx: Kysely<any>, name: string, data: T, options: EnqueueOptions = {}): Promise<string> {
+    const maxAttempts = resolveMaxAttempts(options.maxAttempts, this.options.maxAttempts ?? 10);
+    await this.ensureQueue(name);
+    const uuid = this.ids.uuid();
+    // Pre-serialised: node-pg would turn a bare array or string into a non-JSON parameter.
+    const id = await this.boss.send(name, JSON.stringify(data ?? null) as unknown as object, {
+      id: uuid,
+      startAfter: options.runAt,
+      retryLimit: maxAttempts - 1,
+      retryDelay: 0,
+      retryBackoff: false,
+      expireInSeconds: Math.max(1, this.lockMs / 1000),
+      db: executor(tx),
+    });
+    if (!id) throw new Error(`queue: pg-boss did not insert the '${name}' job`);
+    await this.exec(tx, 'select pg_notify($1, $2)', [this.channel, name]);
+    this.runner.nudge();
+    return `${name}:${id}`;
+  }
+
+  async cancel(tx: Kysely<any>, jobId: string): Promise<boolean> {
+    const ref = parseId(jobId);
+    if (!ref) return false;
+    await this.ready();
+    const rows = await this.exec(
+      tx,
+      `UPDATE ${this.schema}.job SET state = 'cancelled', completed_on = now()
+       WHERE name = $1 AND id = $2::uuid AND state < 'active' RETURNING 1`,
+      [ref.name, ref.uuid],
+    );
+    return rows.length > 0;
+  }
+
+  /** Same job id: start_after (and data) change in place; the retention window moves along. */
+  async reschedule<T>(tx: Kysely<any>, jobId: string, runAt: Date, data?: T): Promise<boolean> {
+    const ref = parseId(jobId);
+    if (!ref) return false;
+    await this.ready();
+    const rows = await this.exec(
+      tx,
+      `UPDATE ${this.schema}.job
+       SET start_after = $3::timestamptz, keep_until = $3::timestamptz + (keep_until - start_after),
+           data = COALESCE($4::jsonb, data)
+       WHERE name = $1 AND id = $2::uuid AND state < 'active' RETURNING 1`,
+      [ref.name, ref.uuid, runAt.toISOString(), data === undefined ? null : JSON.stringify(data)],
+    );
+    if (rows.length === 0) return false;
+    await this.exec(tx, 'select pg_notify($1, $2)', [this.channel, ref.name]);
+    return true;
+  }
+
+  work<T>(name: string, handler: JobHandler<T>, options?: WorkOptions): void {
+    this.runner.register(name, handler, options);
+  }
+
+  async start(): Promise<void> {
+    await this.ready();
+    await this.listen();
+    await this.runner.start();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.runner.stop();
+    const listener = this.listener;
+    this.listener = null;
+    await listener?.end().catch(() => undefined);
+    if (this.starting) {
+      await this.starting.catch(() => undefined);
+      // Nothing of ours runs inside pg-boss's own workers; this stops its maintenance timers.
+      await this.boss.stop({ graceful: true, wait: true, close: false, timeout: 1000 });
+    }
+  }
+
+  private async listen(): Promise<void> {
+    const url = this.options.databaseUrl;
+    if (!url || this.stopped || this.listener) return;
+    const client = new pg.Client({ connectionString: url });
+    this.listener = client;
+    const reconnect = (err?: unknown) => {
+      if (this.listener !== client) return;
+      this.listener = null;
+      if (err) this.options.logger?.warn({ err }, 'queue: LISTEN connection lost; reconnecting');
+      client.end().catch(() => undefined);
+      setTimeout(() => {
+        void this.listen()
+          .then(() => this.runner.nudge())
+          .catch(() => reconnect());
+      }, 1000);
+    };
+    client.on('notification', (msg) => {
+      if (msg.channel === this.channel) this.runner.nudge();
+    });
+    client.on('error', reconnect);
+    client.on('end', () => reconnect());
+    try {
+      await client.connect();
+      await client.query(`LISTEN "${this.channel}"`);
+    } catch (err) {
+      reconnect(err);
+    }
+  }
+
+  // --- JobBackend -------------------------------------------------------------------------
+
+  async prepare(names: string[]): Promise<void> {
+    await Promise.all(names.map((n) => this.ensureQueue(n)));
+  }
+
+  async claim(name: string, limit: number): Promise<ClaimedJob[]> {
+    const jobs = await this.boss.fetch<unknown>(name, { batchSize: limit, includeMetadata: true });
+    return jobs.map((j) => ({
+      id: `${name}:${j.id}`,
+      name,
+      data: j.data,
+      attempt: j.retryCount + 1,
+      maxAttempts: j.retryLimit + 1,
+      token: j.startedOn,
+    }));
+  }
+
+  /** Runs a statement on the job only while it is still active under this very claim. */
+  private async fenced(job: ClaimedJob, set: string, extra: unknown[] = []): Promise<void> {
+    const ref = parseId(job.id)!;
+    await this.exec(
+      this.db,
+      `UPDATE ${this.schema}.job SET ${set}
+       WHERE name = $1 AND id = $2::uuid AND state = 'active'
+         AND abs(extract(epoch from (started_on - $3::timestamptz))) < 0.001`,
+      [ref.name, ref.uuid, job.token, ...extra],
+    );
+  }
+
+  async complete(job: ClaimedJob): Promise<void> {
+    await this.fenced(job, `state = 'completed', completed_on = now(), output = NULL`);
+  }
+
+  async retry(job: ClaimedJob, delayMs: number, error: string): Promise<void> {
+    await this.fenced(job, `state = 'retry', start_after = now() + $4::double precision * interval '1 millisecond', output = $5::jsonb`, [
+      delayMs,
+      JSON.stringify({ message: error }),
+    ]);
+  }
+
+  async fail(job: ClaimedJob, error: string): Promise<void> {
+    await this.fenced(job, `state = 'failed', completed_on = now(), output = $4::jsonb`, [JSON.stringify({ message: error })]);
+  }
+
+  async release(jobs: ClaimedJob[]): Promise<void> {
+    for (const job of jobs) {
+      // The next fetch adds 1 to retry_count when started_on is set: undo this run's share.
+      await this.fenced(
+        job,
+        `state = 'retry', start_after = now(),
+         started_on = CASE WHEN retry_count = 0 THEN NULL ELSE started_on END,
+         retry_count = GREATEST(retry_count - 1, 0)`,
+      );
+    }
+  }
+
+  async heartbeat(jobs: ClaimedJob[]): Promise<void> {
+    const byName = new Map<string, string[]>();
+    for (const job of jobs) {
+      const ref = parseId(job.id)!;
+      byName.set(ref.name, [...(byName.get(ref.name) ?? []), ref.uuid]);
+    }
+    for (const [name, uuids] of byName) {
+      // pg-boss expires an active job when started_on + expire_in < now().
+      await this.exec(
+        this.db,
+        `UPDATE ${this.schema}.job SET expire_in = (now() - started_on) + $3::double precision * interval '1 millisecond'
+         WHERE name = $1 AND id = ANY($2::uuid[]) AND state = 'active'`,
+        [name, uuids, this.lockMs],
+      );
+    }
+  }
+}

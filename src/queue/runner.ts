@@ -1,0 +1,262 @@
+import { type JobHandler, PermanentJobError, RetryJobError, type WorkOptions } from './port.js';
+
+/** A job this process holds the lock of. `token` fences writes: a stale holder changes nothing. */
+export interface ClaimedJob {
+  id: string;
+  name: string;
+  data: unknown;
+  attempt: number;
+  maxAttempts: number;
+  token: unknown;
+}
+
+/** What an engine provides to the shared runner (SQLite table or pg-boss). */
+export interface JobBackend {
+  claim(name: string, limit: number): Promise<ClaimedJob[]>;
+  complete(job: ClaimedJob): Promise<void>;
+  retry(job: ClaimedJob, delayMs: number, error: string): Promise<void>;
+  fail(job: ClaimedJob, error: string): Promise<void>;
+  /** Gives jobs back at once without counting the interrupted run as an attempt. */
+  release(jobs: ClaimedJob[]): Promise<void>;
+  /** Extends the locks of jobs still running here. */
+  heartbeat(jobs: ClaimedJob[]): Promise<void>;
+  /** Called before the first claim of each name. */
+  prepare?(names: string[]): Promise<void>;
+}
+
+export interface QueueLogger {
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface BackoffOptions {
+  /** First retry waits up to this long (full jitter). Default 1000 ms. */
+  baseMs?: number;
+  /** Upper bound of any backoff delay. Default 1 h. */
+  capMs?: number;
+}
+
+export interface RunnerOptions {
+  pollIntervalMs: number;
+  heartbeatMs: number;
+  graceMs: number;
+  backoff?: BackoffOptions;
+  random?: () => number;
+  logger?: QueueLogger;
+}
+
+/** Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))]. */
+export function backoffDelay(attempt: number, options: BackoffOptions = {}, random: () => number = Math.random): number {
+  const base = options.baseMs ?? 1000;
+  const cap = options.capMs ?? 3_600_000;
+  const ceiling = Math.min(cap, base * 2 ** Math.min(Math.max(attempt - 1, 0), 40));
+  return Math.floor(random() * ceiling);
+}
+
+export function errorMessage(err: unknown): string {
+  if (err instanceof Error) return err.stack ?? `${err.name}: ${err.message}`;
+  try {
+    return typeof err === 'string' ? err : JSON.stringify(err);
+  } catch {
+    return String(err);
+  }
+}
+
+interface Registration {
+  handler: JobHandler<any>;
+  concurrency: number;
+  running: number;
+}
+
+interface Running {
+  job: ClaimedJob;
+  done: Promise<void>;
+  released: boolean;
+}
+
+const noopLogger: QueueLogger = { warn() {}, error() {} };
+
+/**
+ * Poll loop, per-name concurrency, lock heartbeat and graceful stop, shared by both engines.
+ * One poll at a time; a nudge during a poll makes the loop go round again at once.
+ */
+export class JobRunner {
+  private readonly handlers = new Map<string, Registration>();
+  private readonly running = new Map<string, Running>();
+  private readonly logger: QueueLogger;
+  private state: 'idle' | 'started' | 'stopping' | 'stopped' = 'idle';
+  private polling: Promise<void> = Promise.resolve();
+  private pollingNow = false;
+  private pollAgain = false;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly backend: JobBackend,
+    private readonly options: RunnerOptions,
+  ) {
+    this.logger = options.logger ?? noopLogger;
+  }
+
+  register<T>(name: string, handler: JobHandler<T>, options: WorkOptions = {}): void {
+    if (this.state !== 'idle') throw new Error(`queue: work('${name}') must be called before start()`);
+    if (this.handlers.has(name)) throw new Error(`queue: a handler for '${name}' is already registered`);
+    const concurrency = Math.max(1, Math.floor(options.concurrency ?? 1));
+    this.handlers.set(name, { handler: handler as JobHandler<any>, concurrency, running: 0 });
+  }
+
+  get names(): string[] {
+    return [...this.handlers.keys()];
+  }
+
+  get isRunning(): boolean {
+    return this.state === 'started';
+  }
+
+  async start(): Promise<void> {
+    if (this.state !== 'idle') return;
+    await this.backend.prepare?.(this.names);
+    this.state = 'started';
+    this.heartbeatTimer = setInterval(() => void this.beat(), this.options.heartbeatMs);
+    this.nudge();
+  }
+
+  /** Polls now (or right after the poll in progress) instead of waiting for the interval. */
+  nudge(): void {
+    if (this.state !== 'started') return;
+    if (this.pollingNow) {
+      this.pollAgain = true;
+      return;
+    }
+    if (this.pollTimer) clearTimeout(this.pollTimer);
+    this.pollTimer = null;
+    this.pollingNow = true;
+    this.polling = this.pollLoop();
+  }
+
+  private async pollLoop(): Promise<void> {
+    try {
+      do {
+        this.pollAgain = false;
+        for (const [name, reg] of this.handlers) {
+          if (this.state !== 'started') return;
+          const free = reg.concurrency - reg.running;
+          if (free <= 0) continue;
+          let jobs: ClaimedJob[] = [];
+          try {
+            jobs = await this.backend.claim(name, free);
+          } catch (err) {
+            this.logger.error({ err, queue: name }, 'queue: claiming jobs failed');
+          }
+          for (const job of jobs) this.launch(reg, job);
+        }
+      } while (this.pollAgain && this.state === 'started');
+    } finally {
+      // Synchronous with the loop's end, so a nudge is either seen by the loop or starts a new one.
+      this.pollingNow = false;
+      if (this.state === 'started' && !this.pollTimer) {
+        this.pollTimer = setTimeout(() => {
+          this.pollTimer = null;
+          this.nudge();
+        }, this.options.pollIntervalMs);
+      }
+    }
+  }
+
+  private launch(reg: Registration, job: ClaimedJob): void {
+    reg.running++;
+    const entry: Running = { job, released: false, done: Promise.resolve() };
+    entry.done = this.execute(reg, entry).finally(() => {
+      reg.running--;
+      this.running.delete(job.id);
+      this.nudge();
+    });
+    this.running.set(job.id, entry);
+  }
+
+  private async execute(reg: Registration, entry: Running): Promise<void> {
+    const { job } = entry;
+    if (job.attempt > job.maxAttempts) {
+      // Taken over from a dead worker whose run used the last attempt.
+      await this.settle(() => this.backend.fail(job, 'worker lost (lock expired) on the last attempt'), job);
+      return;
+    }
+    let failure: unknown;
+    let ok = false;
+    try {
+      await reg.handler(job.data, { id: job.id, name: job.name, attempt: job.attempt, maxAttempts: job.maxAttempts });
+      ok = true;
+    } catch (err) {
+      failure = err;
+    }
+    // Released on stop: the job is someone else's now, whatever the handler did.
+    if (entry.released) return;
+    if (ok) {
+      await this.settle(() => this.backend.complete(job), job);
+      return;
+    }
+    const message = errorMessage(failure);
+    const permanent = failure instanceof PermanentJobError || (failure as Error | undefined)?.name === 'PermanentJobError';
+    if (permanent || job.attempt >= job.maxAttempts) {
+      this.logger.warn({ queue: job.name, jobId: job.id, attempt: job.attempt, err: failure }, 'queue: job failed');
+      await this.settle(() => this.backend.fail(job, message), job);
+      return;
+    }
+    const requested = failure instanceof RetryJobError ? failure.delayMs : undefined;
+    const delayMs =
+      requested !== undefined && Number.isFinite(requested) && requested >= 0
+        ? requested
+        : backoffDelay(job.attempt, this.options.backoff, this.options.random);
+    await this.settle(() => this.backend.retry(job, delayMs, message), job);
+  }
+
+  /** A lost status write is not fatal: the lock expires and the job runs again (at-least-once). */
+  private async settle(write: () => Promise<void>, job: ClaimedJob): Promise<void> {
+    try {
+      await write();
+    } catch (err) {
+      this.logger.error({ err, queue: job.name, jobId: job.id }, 'queue: recording the job outcome failed');
+    }
+  }
+
+  private async beat(): Promise<void> {
+    const jobs = [...this.running.values()].filter((r) => !r.released).map((r) => r.job);
+    if (jobs.length === 0) return;
+    try {
+      await this.backend.heartbeat(jobs);
+    } catch (err) {
+      this.logger.error({ err }, 'queue: lock heartbeat failed');
+    }
+  }
+
+  /** Stops claiming, waits up to graceMs for running handlers, then releases what is left. */
+  async stop(): Promise<void> {
+    if (this.state === 'stopped' || this.state === 'stopping') return;
+    const wasStarted = this.state === 'started';
+    this.state = 'stopping';
+    if (this.pollTimer) clearTimeout(this.pollTimer);
+    this.pollTimer = null;
+    if (wasStarted) {
+      await this.polling;
+      const all = Promise.allSettled([...this.running.values()].map((r) => r.done));
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, this.options.graceMs);
+      });
+      await Promise.race([all, grace]);
+      clearTimeout(timer);
+      const left = [...this.running.values()];
+      if (left.length > 0) {
+        for (const r of left) r.released = true;
+        try {
+          await this.backend.release(left.map((r) => r.job));
+        } catch (err) {
+          this.logger.error({ err }, 'queue: releasing unfinished jobs failed; they run again when their locks expire');
+        }
+      }
+    }
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = null;
+    this.state = 'stopped';
+  }
+}

@@ -1,0 +1,258 @@
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { type Kysely, sql } from 'kysely';
+import { uuidv7 } from 'uuidv7';
+import type { Clock, Ids } from '../deps.js';
+import type { EnqueueOptions, JobHandler, Queue, WorkOptions } from './port.js';
+import { type BackoffOptions, type ClaimedJob, type JobBackend, JobRunner, type QueueLogger } from './runner.js';
+
+/** Row of the queue_jobs table (migration 0020_queue). Timestamps are ISO-8601 UTC text. */
+export interface QueueJobsTable {
+  id: string;
+  name: string;
+  data: string;
+  state: 'waiting' | 'running' | 'done' | 'failed' | 'cancelled';
+  run_at: string;
+  attempt: number;
+  max_attempts: number;
+  locked_by: string | null;
+  locked_until: string | null;
+  last_error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+export interface QueueTables {
+  queue_jobs: QueueJobsTable;
+}
+
+export interface CommonQueueOptions {
+  clock?: Clock;
+  ids?: Ids;
+  logger?: QueueLogger;
+  /** Poll when nothing nudged the worker. Default 250 ms (SQLite), 1000 ms (PostgreSQL). */
+  pollIntervalMs?: number;
+  /** A running job whose lock is not renewed for this long is taken over. Default 30 s. */
+  lockMs?: number;
+  /** Lock renewal period while a handler runs. Default lockMs / 3. */
+  heartbeatMs?: number;
+  /** stop() waits this long for running handlers before releasing their jobs. Default 10 s. */
+  graceMs?: number;
+  /** Default runs per job when enqueue() gives none. Default 10. */
+  maxAttempts?: number;
+  backoff?: BackoffOptions;
+  /** Source of the backoff jitter (tests). */
+  random?: () => number;
+}
+
+export interface SqliteQueueOptions extends CommonQueueOptions {
+  /** Done and cancelled jobs are deleted after this long. Default 1 h. */
+  keepDoneMs?: number;
+  /** Failed jobs are deleted after this long. Default 7 days. */
+  keepFailedMs?: number;
+  /** How often the purge runs. Default 5 min. */
+  purgeIntervalMs?: number;
+}
+
+const systemClock: Clock = { now: () => new Date() };
+const uuidIds: Ids = { uuid: () => uuidv7() };
+
+export function resolveMaxAttempts(value: number | undefined, fallback: number): number {
+  const n = value ?? fallback;
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`queue: maxAttempts must be an integer >= 1 (got ${n})`);
+  return n;
+}
+
+/**
+ * The embedded durable queue: jobs live in the application's SQLite database, so enqueue() is an
+ * INSERT that commits or rolls back with the caller's transaction. A claim is one
+ * UPDATE ... RETURNING (SQLite has a single writer, so two workers never claim the same job);
+ * the claim sets a lock (locked_by, locked_until) renewed while the handler runs, so another
+ * process takes a job over once its worker died and the lock expired.
+ */
+export class SqliteQueue implements Queue, JobBackend {
+  private readonly runner: JobRunner;
+  private readonly clock: Clock;
+  private readonly ids: Ids;
+  private readonly lockMs: number;
+  private readonly workerId = `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  private purgeTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly db: Kysely<any>,
+    private readonly options: SqliteQueueOptions = {},
+  ) {
+    this.clock = options.clock ?? systemClock;
+    this.ids = options.ids ?? uuidIds;
+    this.lockMs = options.lockMs ?? 30_000;
+    this.runner = new JobRunner(this, {
+      pollIntervalMs: options.pollIntervalMs ?? 250,
+      heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(this.lockMs / 3)),
+      graceMs: options.graceMs ?? 10_000,
+      backoff: options.backoff,
+      random: options.random,
+      logger: options.logger,
+    });
+  }
+
+  private jobs(db: Kysely<any>): Kysely<QueueTables> {
+    return db as Kysely<QueueTables>;
+  }
+
+  private now(offsetMs = 0): string {
+    return new Date(this.clock.now().getTime() + offsetMs).toISOString();
+  }
+
+  async enqueue<T>(tx: Kysely<any>, name: string, data: T, options: EnqueueOptions = {}): Promise<string> {
+    const id = this.ids.uuid();
+    const now = this.now();
+    await this.jobs(tx)
+      .insertInto('queue_jobs')
+      .values({
+        id,
+        name,
+        data: JSON.stringify(data ?? null),
+        state: 'waiting',
+        run_at: (options.runAt ?? this.clock.now()).toISOString(),
+        attempt: 0,
+        max_attempts: resolveMaxAttempts(options.maxAttempts, this.options.maxAttempts ?? 10),
+        created_at: now,
+        updated_at: now,
+      })
+      .execute();
+    // On the same Kysely the claim waits for the connection until the caller's transaction ends,
+    // so the nudge sees the job once committed; on another connection the next poll does.
+    this.runner.nudge();
+    return id;
+  }
+
+  async cancel(tx: Kysely<any>, jobId: string): Promise<boolean> {
+    const result = await this.jobs(tx)
+      .updateTable('queue_jobs')
+      .set({ state: 'cancelled', updated_at: this.now() })
+      .where('id', '=', jobId)
+      .where('state', '=', 'waiting')
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async reschedule<T>(tx: Kysely<any>, jobId: string, runAt: Date, data?: T): Promise<boolean> {
+    const result = await this.jobs(tx)
+      .updateTable('queue_jobs')
+      .set({
+        run_at: runAt.toISOString(),
+        updated_at: this.now(),
+        ...(data !== undefined ? { data: JSON.stringify(data) } : {}),
+      })
+      .where('id', '=', jobId)
+      .where('state', '=', 'waiting')
+      .executeTakeFirst();
+    const moved = Number(result.numUpdatedRows) > 0;
+    if (moved) this.runner.nudge();
+    return moved;
+  }
+
+  work<T>(name: string, handler: JobHandler<T>, options?: WorkOptions): void {
+    this.runner.register(name, handler, options);
+  }
+
+  async start(): Promise<void> {
+    await this.runner.start();
+    if (!this.purgeTimer) {
+      void this.purge();
+      this.purgeTimer = setInterval(() => void this.purge(), this.options.purgeIntervalMs ?? 300_000);
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.purgeTimer) clearInterval(this.purgeTimer);
+    this.purgeTimer = null;
+    await this.runner.stop();
+  }
+
+  /** Deletes finished jobs past their retention; returns how many. */
+  async purge(): Promise<number> {
+    try {
+      const result = await this.jobs(this.db)
+        .deleteFrom('queue_jobs')
+        .where((eb) =>
+          eb.or([
+            eb.and([eb('state', 'in', ['done', 'cancelled']), eb('updated_at', '<', this.now(-(this.options.keepDoneMs ?? 3_600_000)))]),
+            eb.and([eb('state', '=', 'failed'), eb('updated_at', '<', this.now(-(this.options.keepFailedMs ?? 7 * 86_400_000)))]),
+          ]),
+        )
+        .executeTakeFirst();
+      return Number(result.numDeletedRows);
+    } catch (err) {
+      this.options.logger?.error({ err }, 'queue: purge failed');
+      return 0;
+    }
+  }
+
+  // --- JobBackend -------------------------------------------------------------------------
+
+  async claim(name: string, limit: number): Promise<ClaimedJob[]> {
+    const now = this.now();
+    const until = this.now(this.lockMs);
+    const { rows } = await sql<Pick<QueueJobsTable, 'id' | 'name' | 'data' | 'attempt' | 'max_attempts'>>`
+      UPDATE queue_jobs
+      SET state = 'running', attempt = attempt + 1, locked_by = ${this.workerId}, locked_until = ${until}, updated_at = ${now}
+      WHERE id IN (
+        SELECT id FROM queue_jobs
+        WHERE name = ${name}
+          AND ((state = 'waiting' AND run_at <= ${now}) OR (state = 'running' AND locked_until < ${now}))
+        ORDER BY run_at, id
+        LIMIT ${limit}
+      )
+      RETURNING id, name, data, attempt, max_attempts`.execute(this.db);
+    return rows.map((r) => ({
+      id: r.id,
+      name: r.name,
+      data: JSON.parse(r.data) as unknown,
+      attempt: r.attempt,
+      maxAttempts: r.max_attempts,
+      token: r.attempt,
+    }));
+  }
+
+  /** Writes to a job only while this worker still holds the lock of that very run. */
+  private held(job: ClaimedJob) {
+    return this.jobs(this.db)
+      .updateTable('queue_jobs')
+      .where('id', '=', job.id)
+      .where('state', '=', 'running')
+      .where('locked_by', '=', this.workerId)
+      .where('attempt', '=', job.token as number);
+  }
+
+  async complete(job: ClaimedJob): Promise<void> {
+    await this.held(job).set({ state: 'done', locked_by: null, locked_until: null, updated_at: this.now() }).execute();
+  }
+
+  async retry(job: ClaimedJob, delayMs: number, error: string): Promise<void> {
+    await this.held(job)
+      .set({ state: 'waiting', run_at: this.now(delayMs), last_error: error, locked_by: null, locked_until: null, updated_at: this.now() })
+      .execute();
+  }
+
+  async fail(job: ClaimedJob, error: string): Promise<void> {
+    await this.held(job).set({ state: 'failed', last_error: error, locked_by: null, locked_until: null, updated_at: this.now() }).execute();
+  }
+
+  async release(jobs: ClaimedJob[]): Promise<void> {
+    for (const job of jobs) {
+      await this.held(job)
+        .set({ state: 'waiting', run_at: this.now(), attempt: sql`attempt - 1`, locked_by: null, locked_until: null, updated_at: this.now() })
+        .execute();
+    }
+  }
+
+  async heartbeat(jobs: ClaimedJob[]): Promise<void> {
+    await this.jobs(this.db)
+      .updateTable('queue_jobs')
+      .set({ locked_until: this.now(this.lockMs) })
+      .where('id', 'in', jobs.map((j) => j.id))
+      .where('state', '=', 'running')
+      .where('locked_by', '=', this.workerId)
+      .execute();
+  }
+}

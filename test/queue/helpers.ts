@@ -1,0 +1,136 @@
+import { CompiledQuery } from 'kysely';
+import pg from 'pg';
+import { type Queue, type QueueOptions, createQueue } from '../../src/queue/index.js';
+import type { Dialect, Storage } from '../../src/storage/db.js';
+import { type TestStorage, createTestStorage } from '../helpers/storage.js';
+
+export interface Deferred<T = void> {
+  promise: Promise<T>;
+  resolve(value: T): void;
+  reject(err: unknown): void;
+}
+
+export function deferred<T = void>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (err: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` until it returns a value other than undefined/false (bounded). */
+export async function waitFor<T>(check: () => Promise<T | undefined | false>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(15);
+  }
+}
+
+/** A job as stored, in the SQLite queue's terms whatever the engine. */
+export interface StoredJob {
+  state: 'waiting' | 'running' | 'done' | 'failed' | 'cancelled';
+  /** Runs started so far. */
+  attempt: number;
+  lastError: string | null;
+}
+
+const PG_STATES: Record<string, StoredJob['state']> = {
+  created: 'waiting',
+  retry: 'waiting',
+  active: 'running',
+  completed: 'done',
+  failed: 'failed',
+  cancelled: 'cancelled',
+};
+
+export interface QueueEnv {
+  kind: Dialect;
+  storage: TestStorage;
+  /** pg-boss schema of this test (PostgreSQL). */
+  bossSchema?: string;
+  pgSchema?: string;
+  queue(options?: QueueOptions, storage?: Storage): Queue;
+  job(id: string): Promise<StoredJob | undefined>;
+  jobCount(): Promise<number>;
+  cleanup(): Promise<void>;
+}
+
+/** A migrated database plus queues that are all stopped (and pg-boss's schema dropped) on cleanup. */
+/**
+ * Kysely's Migrator checks for its lock table in any schema (introspection is not scoped to the
+ * search_path), so while another test run holds a schema with that table, migrating a fresh
+ * schema can fail with 'relation "kysely_migration_lock" does not exist'. Retry that case.
+ */
+async function createStorageWithRetry(kind: Dialect): Promise<TestStorage> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await createTestStorage(kind);
+    } catch (err) {
+      if (attempt >= 8 || !String((err as Error).message).includes('kysely_migration_lock')) throw err;
+      await sleep(50 + Math.random() * 200);
+    }
+  }
+}
+
+export async function queueEnv(kind: Dialect): Promise<QueueEnv> {
+  const storage = await createStorageWithRetry(kind);
+  const pgSchema = kind === 'postgres' ? storage.location.split(' schema ')[1] : undefined;
+  const bossSchema = pgSchema ? `${pgSchema}_boss` : undefined;
+  const queues: Queue[] = [];
+  const extraStorages: Storage[] = [];
+  const raw = async <R>(text: string, values: unknown[] = []) =>
+    (await storage.db.executeQuery(CompiledQuery.raw(text, values))).rows as R[];
+  return {
+    kind,
+    storage,
+    bossSchema,
+    pgSchema,
+    queue(options = {}, s = storage) {
+      if (s !== storage && !extraStorages.includes(s)) extraStorages.push(s);
+      const q = createQueue(s, { bossSchema, databaseUrl: process.env.DATABASE_URL, pollIntervalMs: 20, ...options });
+      queues.push(q);
+      return q;
+    },
+    async job(id) {
+      if (kind === 'sqlite') {
+        const rows = await raw<{ state: StoredJob['state']; attempt: number; last_error: string | null }>(
+          'select state, attempt, last_error from queue_jobs where id = ?',
+          [id],
+        );
+        return rows[0] ? { state: rows[0].state, attempt: rows[0].attempt, lastError: rows[0].last_error } : undefined;
+      }
+      const uuid = id.slice(-36);
+      const rows = await raw<{ state: string; retry_count: number; started_on: Date | null; output: { message?: string } | null }>(
+        `select state, retry_count, started_on, output from ${bossSchema}.job where id = $1`,
+        [uuid],
+      );
+      const r = rows[0];
+      if (!r) return undefined;
+      return { state: PG_STATES[r.state], attempt: r.started_on ? r.retry_count + 1 : 0, lastError: r.output?.message ?? null };
+    },
+    async jobCount() {
+      const rows = await raw<{ n: number }>(
+        kind === 'sqlite' ? 'select count(*) as n from queue_jobs' : `select count(*)::int as n from ${bossSchema}.job`,
+      );
+      return Number(rows[0].n);
+    },
+    async cleanup() {
+      await Promise.all(queues.map((q) => q.stop()));
+      for (const s of extraStorages) await s.close();
+      await storage.destroy();
+      if (bossSchema) {
+        const client = new pg.Client({ connectionString: process.env.DATABASE_URL });
+        await client.connect();
+        await client.query(`drop schema if exists ${bossSchema} cascade`);
+        await client.end();
+      }
+    },
+  };
+}

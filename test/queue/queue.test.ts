@@ -1,0 +1,296 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type JobContext, PermanentJobError, RetryJobError } from '../../src/queue/index.js';
+import { SqliteQueue } from '../../src/queue/sqlite-queue.js';
+import { STORAGE_KINDS } from '../helpers/storage.js';
+import { type QueueEnv, deferred, queueEnv, sleep, waitFor } from './helpers.js';
+
+describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
+  let env: QueueEnv;
+  beforeEach(async () => {
+    env = await queueEnv(kind);
+  });
+  afterEach(async () => {
+    await env.cleanup();
+  });
+
+  it('leaves no job when the transaction rolls back; a committed job runs exactly once', async () => {
+    const q = env.queue();
+    const seen: unknown[] = [];
+    const ran = deferred<JobContext>();
+    q.work<{ n: number }>('t.once', async (data, job) => {
+      seen.push(data);
+      ran.resolve(job);
+    });
+    await q.start();
+
+    await expect(
+      env.storage.db.transaction().execute(async (trx) => {
+        await q.enqueue(trx, 't.once', { n: 1 });
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    expect(await env.jobCount()).toBe(0);
+
+    const id = await env.storage.db.transaction().execute((trx) => q.enqueue(trx, 't.once', { n: 2 }));
+    const job = await ran.promise;
+    expect(job).toMatchObject({ id, name: 't.once', attempt: 1, maxAttempts: 10 });
+    await waitFor(async () => (await env.job(id))?.state === 'done', 5000, 'done');
+    await sleep(150); // several poll intervals: nothing runs it again
+    expect(seen).toEqual([{ n: 2 }]);
+    expect(await env.jobCount()).toBe(1);
+  });
+
+  it('wakes an idle worker on enqueue instead of waiting a poll interval', async () => {
+    const q = env.queue({ pollIntervalMs: 60_000 });
+    const ran = deferred<number>();
+    q.work('t.wake', async () => ran.resolve(Date.now()));
+    await q.start();
+    await sleep(50); // the start-up poll is over; the next one is a minute away
+    const sent = Date.now();
+    await env.storage.db.transaction().execute((trx) => q.enqueue(trx, 't.wake', {}));
+    const at = await Promise.race([ran.promise, sleep(3000).then(() => -1)]);
+    expect(at).toBeGreaterThanOrEqual(sent);
+  });
+
+  it('does not run a job before runAt, and runs it when due', async () => {
+    const q = env.queue();
+    const ran = deferred<number>();
+    q.work('t.later', async () => ran.resolve(Date.now()));
+    await q.start();
+    const runAt = new Date(Date.now() + 200);
+    const id = await q.enqueue(env.storage.db, 't.later', { x: 1 }, { runAt });
+    await sleep(100);
+    expect((await env.job(id))?.state).toBe('waiting');
+    const at = await ran.promise;
+    expect(at).toBeGreaterThanOrEqual(runAt.getTime() - 5);
+  });
+
+  it('retries a thrown error with exponential backoff and counts attempts', async () => {
+    // random() = 1: the full-jitter delay is its ceiling, base * 2^(attempt-1) = 40 ms, 80 ms.
+    const q = env.queue({ backoff: { baseMs: 40 }, random: () => 1 });
+    const runs: { attempt: number; at: number }[] = [];
+    const ok = deferred();
+    q.work('t.flaky', async (_data, job) => {
+      runs.push({ attempt: job.attempt, at: Date.now() });
+      if (job.attempt < 3) throw new Error(`boom ${job.attempt}`);
+      ok.resolve();
+    });
+    await q.start();
+    const id = await q.enqueue(env.storage.db, 't.flaky', {}, { maxAttempts: 5 });
+    await ok.promise;
+    expect(runs.map((r) => r.attempt)).toEqual([1, 2, 3]);
+    expect(runs[1].at - runs[0].at).toBeGreaterThanOrEqual(40 - 5);
+    expect(runs[2].at - runs[1].at).toBeGreaterThanOrEqual(80 - 5);
+    const stored = await waitFor(async () => {
+      const j = await env.job(id);
+      return j?.state === 'done' ? j : undefined;
+    });
+    expect(stored.attempt).toBe(3);
+  });
+
+  it('ends failed with the last error once maxAttempts are used', async () => {
+    const q = env.queue({ backoff: { baseMs: 5 } });
+    const attempts: number[] = [];
+    q.work('t.broken', async (_d, job) => {
+      attempts.push(job.attempt);
+      throw new Error(`still broken (${job.attempt})`);
+    });
+    await q.start();
+    const id = await q.enqueue(env.storage.db, 't.broken', {}, { maxAttempts: 3 });
+    const stored = await waitFor(async () => {
+      const j = await env.job(id);
+      return j?.state === 'failed' ? j : undefined;
+    });
+    await sleep(100);
+    expect(attempts).toEqual([1, 2, 3]);
+    expect(stored.attempt).toBe(3);
+    expect(stored.lastError).toContain('still broken (3)');
+  });
+
+  it('stops at once on PermanentJobError', async () => {
+    const q = env.queue({ backoff: { baseMs: 5 } });
+    const attempts: number[] = [];
+    q.work('t.permanent', async (_d, job) => {
+      attempts.push(job.attempt);
+      throw new PermanentJobError('bad address');
+    });
+    await q.start();
+    const id = await q.enqueue(env.storage.db, 't.permanent', {}, { maxAttempts: 5 });
+    const stored = await waitFor(async () => {
+      const j = await env.job(id);
+      return j?.state === 'failed' ? j : undefined;
+    });
+    await sleep(100);
+    expect(attempts).toEqual([1]);
+    expect(stored.lastError).toContain('bad address');
+  });
+
+  it("honours RetryJobError.delayMs over the queue's backoff", async () => {
+    // The backoff alone would wait up to 10 s; the handler asks for 150 ms.
+    const q = env.queue({ backoff: { baseMs: 10_000 }, random: () => 1 });
+    const runs: number[] = [];
+    const second = deferred();
+    q.work('t.later-please', async (_d, job) => {
+      runs.push(Date.now());
+      if (job.attempt === 1) throw new RetryJobError('rate limited', 150);
+      second.resolve();
+    });
+    await q.start();
+    await q.enqueue(env.storage.db, 't.later-please', {});
+    await Promise.race([second.promise, sleep(5000).then(() => Promise.reject(new Error('no second attempt within 5 s')))]);
+    expect(runs).toHaveLength(2);
+    expect(runs[1] - runs[0]).toBeGreaterThanOrEqual(150 - 5);
+  });
+
+  it('cancels and reschedules waiting jobs only', async () => {
+    const q = env.queue();
+    const got: { data: unknown; id: string }[] = [];
+    const gate = deferred();
+    const started = deferred<string>();
+    const ran = deferred();
+    q.work('t.sched', async (data, job) => {
+      got.push({ data, id: job.id });
+      ran.resolve();
+    });
+    q.work('t.slow', async (_d, job) => {
+      started.resolve(job.id);
+      await gate.promise;
+    });
+    await q.start();
+    const inAnHour = new Date(Date.now() + 3_600_000);
+
+    const a = await q.enqueue(env.storage.db, 't.sched', { v: 'a' }, { runAt: inAnHour });
+    expect(await q.cancel(env.storage.db, a)).toBe(true);
+    expect((await env.job(a))?.state).toBe('cancelled');
+    expect(await q.cancel(env.storage.db, a)).toBe(false);
+    expect(await q.reschedule(env.storage.db, a, new Date())).toBe(false);
+    expect(await q.cancel(env.storage.db, 'no-such-job')).toBe(false);
+
+    // A cancel in a rolled-back transaction changes nothing.
+    const b = await q.enqueue(env.storage.db, 't.sched', { v: 1 }, { runAt: inAnHour });
+    await expect(
+      env.storage.db.transaction().execute(async (trx) => {
+        expect(await q.cancel(trx, b)).toBe(true);
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    expect((await env.job(b))?.state).toBe('waiting');
+
+    expect(await q.reschedule(env.storage.db, b, new Date(), { v: 2 })).toBe(true);
+    await ran.promise;
+    expect(got).toEqual([{ data: { v: 2 }, id: b }]);
+    await waitFor(async () => (await env.job(b))?.state === 'done');
+    expect(await q.cancel(env.storage.db, b)).toBe(false);
+    expect(await q.reschedule(env.storage.db, b, inAnHour)).toBe(false);
+
+    const c = await q.enqueue(env.storage.db, 't.slow', {});
+    expect(await started.promise).toBe(c);
+    expect(await q.cancel(env.storage.db, c)).toBe(false);
+    expect(await q.reschedule(env.storage.db, c, inAnHour)).toBe(false);
+    expect((await env.job(c))?.state).toBe('running');
+    gate.resolve();
+    await waitFor(async () => (await env.job(c))?.state === 'done');
+  });
+
+  it('respects the per-name concurrency limit', async () => {
+    const q = env.queue();
+    let current = 0;
+    let max = 0;
+    let done = 0;
+    const all = deferred();
+    q.work(
+      't.limited',
+      async () => {
+        current++;
+        max = Math.max(max, current);
+        await sleep(40);
+        current--;
+        if (++done === 10) all.resolve();
+      },
+      { concurrency: 3 },
+    );
+    await q.start();
+    await env.storage.db.transaction().execute(async (trx) => {
+      for (let i = 0; i < 10; i++) await q.enqueue(trx, 't.limited', { i });
+    });
+    await all.promise;
+    expect(max).toBe(3);
+  });
+
+  it('on stop waits for running handlers, then releases unfinished jobs to another worker at once', async () => {
+    const a = env.queue({ graceMs: 150, lockMs: 60_000 });
+    const quickDone = deferred();
+    const stuckStarted = deferred();
+    const never = deferred();
+    let quickFinished = false;
+    a.work('t.quick', async () => {
+      quickDone.resolve();
+      await sleep(60);
+      quickFinished = true;
+    });
+    a.work('t.stuck', async () => {
+      stuckStarted.resolve();
+      await never.promise;
+    });
+    await a.start();
+    const quick = await a.enqueue(env.storage.db, 't.quick', {});
+    const stuck = await a.enqueue(env.storage.db, 't.stuck', {});
+    await Promise.all([quickDone.promise, stuckStarted.promise]);
+
+    const stopping = Date.now();
+    await a.stop();
+    expect(Date.now() - stopping).toBeGreaterThanOrEqual(140);
+    expect(quickFinished).toBe(true);
+    expect((await env.job(quick))?.state).toBe('done');
+    // Released without spending the interrupted attempt, although the lock had a minute to go.
+    expect(await env.job(stuck)).toMatchObject({ state: 'waiting', attempt: 0 });
+
+    const other = env.storage.reopen();
+    const b = env.queue({}, other);
+    const taken = deferred<number>();
+    b.work('t.stuck', async (_d, job) => taken.resolve(job.attempt));
+    await b.start();
+    expect(await taken.promise).toBe(1);
+    await waitFor(async () => (await env.job(stuck))?.state === 'done');
+    // The first handler finishing late changes nothing: its claim is no longer the job's.
+    never.resolve();
+    await sleep(50);
+    expect((await env.job(stuck))?.state).toBe('done');
+  });
+});
+
+describe('sqlite queue purge', () => {
+  let env: QueueEnv;
+  beforeEach(async () => {
+    env = await queueEnv('sqlite');
+  });
+  afterEach(async () => {
+    await env.cleanup();
+  });
+
+  it('deletes finished jobs past their retention and keeps the rest', async () => {
+    const q = env.queue();
+    const ran = deferred();
+    q.work('t.p', async () => ran.resolve());
+    q.work('t.f', async () => {
+      throw new PermanentJobError('no');
+    });
+    await q.start();
+    const done = await q.enqueue(env.storage.db, 't.p', {});
+    const failed = await q.enqueue(env.storage.db, 't.f', {});
+    const waiting = await q.enqueue(env.storage.db, 't.p', {}, { runAt: new Date(Date.now() + 86_400_000) });
+    await ran.promise;
+    await waitFor(async () => (await env.job(done))?.state === 'done' && (await env.job(failed))?.state === 'failed');
+
+    const twoHoursOn = new SqliteQueue(env.storage.db, { clock: { now: () => new Date(Date.now() + 2 * 3_600_000) } });
+    expect(await twoHoursOn.purge()).toBe(1);
+    expect(await env.job(done)).toBeUndefined();
+    expect((await env.job(failed))?.state).toBe('failed');
+    expect((await env.job(waiting))?.state).toBe('waiting');
+
+    const weeksOn = new SqliteQueue(env.storage.db, { clock: { now: () => new Date(Date.now() + 8 * 86_400_000) } });
+    expect(await weeksOn.purge()).toBe(1);
+    expect(await env.job(failed)).toBeUndefined();
+    expect((await env.job(waiting))?.state).toBe('waiting');
+  });
+});
