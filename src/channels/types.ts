@@ -35,6 +35,8 @@ export interface DeliveryResult {
   response?: string;
   /** Recipients the provider accepted. */
   accepted?: string[];
+  /** Recipients the provider refused while accepting the message for the others (e.g. one bad Cc). */
+  rejected?: string[];
 }
 
 export interface EmailAddress {

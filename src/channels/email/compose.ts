@@ -1,0 +1,89 @@
+import { convert } from 'html-to-text';
+import type Mail from 'nodemailer/lib/mailer/index.js';
+import type { EmailMessage } from '../types.js';
+import { type AttachmentFetchOptions, type ResolvedAttachment, resolveAttachments } from './attachments.js';
+
+const escapeHtml = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+/**
+ * The preview text as a hidden block at the very start of the body, where mail clients read
+ * their inbox preview from. Zero-width fillers after it keep the client from pulling body text
+ * into the preview when the preview text is short.
+ */
+export function preheaderHtml(previewText: string): string {
+  const filler = '&#847;&zwnj;&nbsp;'.repeat(Math.max(0, 90 - previewText.length));
+  return (
+    '<div class="preheader" style="display:none;font-size:1px;line-height:1px;max-height:0;max-width:0;opacity:0;overflow:hidden;mso-hide:all;color:transparent">' +
+    `${escapeHtml(previewText)}${filler}</div>`
+  );
+}
+
+/** Puts the preheader first in the body (right after `<body>` when the HTML is a full document). */
+export function withPreheader(html: string, previewText: string | undefined): string {
+  if (!previewText) return html;
+  const block = preheaderHtml(previewText);
+  const body = /<body\b[^>]*>/i.exec(html);
+  if (body) return html.slice(0, body.index + body[0].length) + block + html.slice(body.index + body[0].length);
+  return block + html;
+}
+
+/** The text/plain alternative, read from the HTML (without the hidden preheader). */
+export function htmlToPlainText(html: string): string {
+  return convert(html, {
+    wordwrap: 100,
+    selectors: [
+      { selector: 'a', options: { hideLinkHrefIfSameAsText: true } },
+      { selector: 'img', format: 'skip' },
+      { selector: 'h1', options: { uppercase: false } },
+      { selector: 'h2', options: { uppercase: false } },
+      { selector: 'h3', options: { uppercase: false } },
+      { selector: 'table', format: 'dataTable' },
+    ],
+  }).trim();
+}
+
+/** `id@domain` without angle brackets; ids without a domain part get the sender's domain. */
+export function normalizeMessageId(messageId: string, fromAddress: string): string {
+  const bare = messageId.trim().replace(/^<|>$/g, '');
+  if (bare.includes('@')) return bare;
+  const domain = fromAddress.split('@')[1] || 'clarion.local';
+  return `${bare}@${domain}`;
+}
+
+export interface ComposedEmail {
+  options: Mail.Options;
+  messageId: string;
+  text: string;
+  html: string;
+  attachments: ResolvedAttachment[];
+}
+
+/** Everything a transport needs to build the MIME message; URL attachments are downloaded here. */
+export async function composeEmail(message: EmailMessage, fetchOptions: AttachmentFetchOptions = {}): Promise<ComposedEmail> {
+  const attachments = await resolveAttachments(message.attachments, fetchOptions);
+  const html = withPreheader(message.html, message.previewText);
+  const text = htmlToPlainText(message.html);
+  const messageId = normalizeMessageId(message.messageId, message.from.address);
+  const options: Mail.Options = {
+    from: message.from.name ? { name: message.from.name, address: message.from.address } : message.from.address,
+    to: message.to.name ? { name: message.to.name, address: message.to.address } : message.to.address,
+    ...(message.replyTo?.length ? { replyTo: message.replyTo } : {}),
+    ...(message.cc?.length ? { cc: message.cc } : {}),
+    ...(message.bcc?.length ? { bcc: message.bcc } : {}),
+    subject: message.subject,
+    html,
+    text,
+    messageId: `<${messageId}>`,
+    ...(message.headers ? { headers: message.headers } : {}),
+    attachments: attachments.map((a) => ({
+      filename: a.filename,
+      content: a.content,
+      ...(a.contentType ? { contentType: a.contentType } : {}),
+    })),
+    // Never let a header value or address smuggle a new header or a file/URL read into nodemailer.
+    disableFileAccess: true,
+    disableUrlAccess: true,
+  };
+  return { options, messageId, text, html, attachments };
+}

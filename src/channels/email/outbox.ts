@@ -1,0 +1,91 @@
+import MailComposer from 'nodemailer/lib/mail-composer/index.js';
+import type { Deps } from '../../deps.js';
+import { OutboxRepository } from '../../modules/outbox/outbox.repository.js';
+import type { DeliveryResult, EmailMessage, EmailProvider } from '../types.js';
+import { composeEmail } from './compose.js';
+
+/** What the outbox records per attachment (the bytes themselves are in the raw MIME). */
+export interface OutboxAttachmentMeta {
+  filename: string;
+  contentType?: string;
+  size: number;
+  source: 'url' | 'inline';
+  url?: string;
+}
+
+/** The header block of a MIME message as lower-case name -> unfolded value (repeated names joined by ", "). */
+export function parseHeaderBlock(raw: string): Record<string, string> {
+  const end = raw.search(/\r?\n\r?\n/);
+  const block = (end < 0 ? raw : raw.slice(0, end)).replace(/\r?\n[ \t]+/g, ' ');
+  const headers: Record<string, string> = {};
+  for (const line of block.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon <= 0) continue;
+    const name = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1).trim();
+    headers[name] = headers[name] ? `${headers[name]}, ${value}` : value;
+  }
+  return headers;
+}
+
+/**
+ * The embedded default when no SMTP server is configured: builds exactly the MIME message SMTP
+ * would carry (same composer), and keeps it in `outbox_messages` for the account and environment
+ * instead of sending it. Nothing leaves the machine.
+ */
+export class OutboxEmailProvider implements EmailProvider {
+  readonly name = 'outbox';
+  private readonly repo: OutboxRepository;
+
+  constructor(
+    private readonly deps: Pick<Deps, 'db' | 'ids' | 'clock'>,
+    private readonly options: { allowPrivateNetworks?: boolean } = {},
+  ) {
+    this.repo = new OutboxRepository(deps.db);
+  }
+
+  async send(message: EmailMessage): Promise<DeliveryResult> {
+    const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks });
+    // MailComposer builds what the SMTP transport would carry (no Bcc header; the stream transport keeps it).
+    const raw = (await new MailComposer(composed.options).compile().build()).toString('utf8');
+    const attachments: OutboxAttachmentMeta[] = composed.attachments.map((a) => ({
+      filename: a.filename,
+      ...(a.contentType ? { contentType: a.contentType } : {}),
+      size: a.content.length,
+      source: a.source,
+      ...(a.url ? { url: a.url } : {}),
+    }));
+    const id = await this.repo.insertOnce({
+      id: this.deps.ids.uuid(),
+      account_id: message.meta.accountId,
+      env_id: message.meta.envId,
+      tracking_id: message.meta.trackingId,
+      user_id: message.meta.userId ?? null,
+      message_id: composed.messageId,
+      from_address: message.from.address,
+      from_name: message.from.name ?? null,
+      to_address: message.to.address,
+      to_address_lc: message.to.address.toLowerCase(),
+      to_name: message.to.name ?? null,
+      cc: JSON.stringify(message.cc ?? []),
+      bcc: JSON.stringify(message.bcc ?? []),
+      reply_to: JSON.stringify(message.replyTo ?? []),
+      subject: message.subject,
+      preview_text: message.previewText ?? null,
+      html: composed.html,
+      text: composed.text,
+      headers: JSON.stringify(parseHeaderBlock(raw)),
+      attachments: JSON.stringify(attachments),
+      raw,
+      size: Buffer.byteLength(raw),
+      created_at: this.deps.clock.now().toISOString(),
+    });
+    return {
+      providerMessageId: composed.messageId,
+      response: `stored in the local outbox as ${id} (not sent: no SMTP server is configured)`,
+      accepted: [message.to.address, ...(message.cc ?? []), ...(message.bcc ?? [])],
+    };
+  }
+
+  async close(): Promise<void> {}
+}

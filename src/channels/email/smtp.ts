@@ -1,0 +1,242 @@
+import nodemailer, { type Transporter } from 'nodemailer';
+import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js';
+import { invalid } from '../../errors.js';
+import { resolvePublicAddress } from '../../net/ssrf.js';
+import { DeliveryError, type DeliveryResult, type EmailMessage, type EmailProvider } from '../types.js';
+import { composeEmail } from './compose.js';
+
+/** Where and how to reach an SMTP server, read from `smtp[s]://user:pass@host:port?options`. */
+export interface SmtpEndpoint {
+  host: string;
+  port: number;
+  /** Implicit TLS (smtps://, usually port 465); otherwise STARTTLS when offered. */
+  secure: boolean;
+  user?: string;
+  pass?: string;
+  requireTLS?: boolean;
+  ignoreTLS?: boolean;
+  rejectUnauthorized?: boolean;
+}
+
+const QUERY_FLAGS = ['requireTLS', 'ignoreTLS', 'tls.rejectUnauthorized'] as const;
+
+/** Parses an SMTP URL; throws 400 VALIDATION_FAILED with a readable reason. */
+export function parseSmtpUrl(raw: string): SmtpEndpoint {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw invalid('The SMTP URL is not a valid URL.', 'Use smtp://user:pass@host:587 or smtps://user:pass@host:465.');
+  }
+  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') {
+    throw invalid(`The SMTP URL must start with smtp:// or smtps://, not ${url.protocol}//.`);
+  }
+  if (!url.hostname) throw invalid('The SMTP URL has no host.');
+  const secure = url.protocol === 'smtps:';
+  const endpoint: SmtpEndpoint = {
+    host: url.hostname.replace(/^\[|\]$/g, ''),
+    port: url.port ? Number(url.port) : secure ? 465 : 587,
+    secure,
+    ...(url.username ? { user: decodeURIComponent(url.username) } : {}),
+    ...(url.password ? { pass: decodeURIComponent(url.password) } : {}),
+  };
+  for (const [key, value] of url.searchParams) {
+    if (!(QUERY_FLAGS as readonly string[]).includes(key) || !/^(true|false)$/.test(value)) {
+      throw invalid(`Unsupported SMTP URL option "${key}=${value}".`, `Supported: ${QUERY_FLAGS.map((f) => `${f}=true|false`).join(', ')}.`);
+    }
+    const flag = value === 'true';
+    if (key === 'requireTLS') endpoint.requireTLS = flag;
+    else if (key === 'ignoreTLS') endpoint.ignoreTLS = flag;
+    else endpoint.rejectUnauthorized = flag;
+  }
+  return endpoint;
+}
+
+/** The URL with its password replaced, for showing back and for logs. */
+export function maskSmtpUrl(raw: string): string {
+  const url = new URL(raw);
+  if (url.password) url.password = '****';
+  return url.href;
+}
+
+export interface SmtpProviderOptions {
+  url: string;
+  /**
+   * The URL came from a user (an environment setting): connect only to a public address, checked
+   * once and pinned (DNS rebinding cannot move it). The server's own SMTP_URL is trusted.
+   */
+  guard?: { allowPrivateNetworks: boolean };
+  /** Passed to attachment fetches (attachment URLs always go through the SSRF guard). */
+  allowPrivateNetworks?: boolean;
+  maxConnections?: number;
+  connectionTimeoutMs?: number;
+  greetingTimeoutMs?: number;
+  socketTimeoutMs?: number;
+  /** EHLO name; defaults to the host name. */
+  clientName?: string;
+}
+
+/** Nodemailer error codes that mean "could not talk to the server", worth retrying. */
+const CONNECTION_CODES = new Set(['ECONNECTION', 'ESOCKET', 'EDNS', 'ETLS', 'EPROTOCOL', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH']);
+
+interface NodemailerError extends Error {
+  code?: string;
+  responseCode?: number;
+  response?: string;
+  command?: string;
+  rejected?: string[];
+  rejectedErrors?: NodemailerError[];
+  recipient?: string;
+}
+
+/** "550 5.1.1 <a@b>: user unknown" -> "550 5.1.1" */
+export function smtpStatus(response: string | undefined, responseCode?: number): string | undefined {
+  const match = /^(\d{3})(?:[ -](\d\.\d{1,3}\.\d{1,3}))?/.exec(response ?? '');
+  if (match) return match[2] ? `${match[1]} ${match[2]}` : match[1];
+  return responseCode ? String(responseCode) : undefined;
+}
+
+/** Turns what nodemailer threw into the engine's DeliveryError (retryable or not, whose fault). */
+export function classifySmtpError(error: unknown, message: Pick<EmailMessage, 'to'>): DeliveryError {
+  if (error instanceof DeliveryError) return error;
+  const err = error as NodemailerError;
+  const text = (err.response ?? err.message ?? String(error)).slice(0, 500);
+
+  if (err.code === 'EENVELOPE' && err.command === 'RCPT TO') {
+    // All recipients rejected. Report the primary recipient's own answer when it is among them.
+    const own = err.rejectedErrors?.find((e) => e.recipient?.toLowerCase() === message.to.address.toLowerCase()) ?? err.rejectedErrors?.[0] ?? err;
+    const code = own.responseCode ?? err.responseCode ?? 0;
+    const providerCode = smtpStatus(own.response, code);
+    const recipient = own.recipient ?? message.to.address;
+    if (code >= 500) {
+      return new DeliveryError('SMTP_RECIPIENT_REJECTED', `The server rejected ${recipient}: ${own.response ?? text}`, {
+        retryable: false,
+        providerCode,
+        recipient,
+        recipientInvalid: true,
+      });
+    }
+    return new DeliveryError('SMTP_RECIPIENT_DEFERRED', `The server deferred ${recipient}: ${own.response ?? text}`, {
+      retryable: true,
+      providerCode,
+      recipient,
+    });
+  }
+  if (err.code === 'EENVELOPE' && !err.responseCode) {
+    // Rejected by nodemailer itself before talking to the server: a malformed address.
+    return new DeliveryError('SMTP_INVALID_ADDRESS', err.message, { retryable: false, recipient: message.to.address, recipientInvalid: true });
+  }
+  if (err.code === 'EAUTH') {
+    // The server's credentials, not this message, are wrong: worth retrying once they are fixed.
+    return new DeliveryError('SMTP_AUTH_FAILED', `SMTP authentication failed: ${text}`, { retryable: true, providerCode: smtpStatus(err.response, err.responseCode) });
+  }
+  if (err.responseCode) {
+    const providerCode = smtpStatus(err.response, err.responseCode);
+    if (err.responseCode >= 500) return new DeliveryError('SMTP_REJECTED', `The SMTP server rejected the message: ${text}`, { retryable: false, providerCode });
+    return new DeliveryError('SMTP_TEMPORARY_FAILURE', `The SMTP server deferred the message: ${text}`, { retryable: true, providerCode });
+  }
+  if (err.code === 'ETIMEDOUT' || /timeout/i.test(err.message ?? '')) {
+    return new DeliveryError('TIMEOUT', `SMTP timed out: ${text}`, { retryable: true, providerCode: err.code });
+  }
+  if (err.code && CONNECTION_CODES.has(err.code)) {
+    return new DeliveryError('SMTP_CONNECTION_FAILED', `Could not talk to the SMTP server: ${text}`, { retryable: true, providerCode: err.code });
+  }
+  return new DeliveryError('SMTP_ERROR', `SMTP delivery failed: ${text}`, { retryable: true, ...(err.code ? { providerCode: err.code } : {}) });
+}
+
+/** Sends over one pooled SMTP transport (nodemailer), shared by every send through this provider. */
+export class SmtpEmailProvider implements EmailProvider {
+  readonly name = 'smtp';
+  readonly endpoint: SmtpEndpoint;
+  private transport?: Promise<Transporter<SMTPPool.SentMessageInfo>>;
+  private closed = false;
+
+  constructor(private readonly options: SmtpProviderOptions) {
+    this.endpoint = parseSmtpUrl(options.url);
+  }
+
+  private async createTransport(): Promise<Transporter<SMTPPool.SentMessageInfo>> {
+    const e = this.endpoint;
+    let host = e.host;
+    let servername: string | undefined;
+    if (this.options.guard) {
+      const pinned = await resolvePublicAddress(e.host, { allowPrivateNetworks: this.options.guard.allowPrivateNetworks });
+      host = pinned.address;
+      // TLS still checks the certificate against the name the user gave.
+      if (pinned.address !== e.host) servername = e.host;
+    }
+    const poolOptions: SMTPPool.Options = {
+      pool: true,
+      host,
+      port: e.port,
+      secure: e.secure,
+      ...(servername ? { servername } : {}),
+      ...(e.user !== undefined ? { auth: { user: e.user, pass: e.pass ?? '' } } : {}),
+      ...(e.requireTLS !== undefined ? { requireTLS: e.requireTLS } : {}),
+      ...(e.ignoreTLS !== undefined ? { ignoreTLS: e.ignoreTLS } : {}),
+      ...(e.rejectUnauthorized !== undefined ? { tls: { rejectUnauthorized: e.rejectUnauthorized } } : {}),
+      maxConnections: this.options.maxConnections ?? 5,
+      maxMessages: 100,
+      connectionTimeout: this.options.connectionTimeoutMs ?? 15_000,
+      greetingTimeout: this.options.greetingTimeoutMs ?? 15_000,
+      socketTimeout: this.options.socketTimeoutMs ?? 60_000,
+      ...(this.options.clientName ? { name: this.options.clientName } : {}),
+      disableFileAccess: true,
+      disableUrlAccess: true,
+    };
+    return nodemailer.createTransport(poolOptions);
+  }
+
+  private getTransport(): Promise<Transporter<SMTPPool.SentMessageInfo>> {
+    if (this.closed) throw new DeliveryError('SMTP_ERROR', 'This SMTP provider is closed.', { retryable: true });
+    if (!this.transport) {
+      this.transport = this.createTransport();
+      // A failed guard check must not stay cached forever (DNS may be fixed); try again next time.
+      this.transport.catch(() => {
+        this.transport = undefined;
+      });
+    }
+    return this.transport;
+  }
+
+  async send(message: EmailMessage): Promise<DeliveryResult> {
+    const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks });
+    let transport: Transporter<SMTPPool.SentMessageInfo>;
+    try {
+      transport = await this.getTransport();
+    } catch (err) {
+      if (err instanceof DeliveryError) throw err;
+      const e = err as { code?: string; message?: string };
+      // The guard refused the server, or its name does not resolve.
+      const blocked = e.code === 'ADDRESS_BLOCKED';
+      throw new DeliveryError(blocked ? 'SMTP_HOST_BLOCKED' : 'SMTP_CONNECTION_FAILED', e.message ?? String(err), {
+        retryable: !blocked,
+        ...(e.code ? { providerCode: e.code } : {}),
+      });
+    }
+    try {
+      const info = await transport.sendMail(composed.options);
+      return {
+        providerMessageId: composed.messageId,
+        response: info.response,
+        accepted: (info.accepted ?? []).map(String),
+        ...(info.rejected?.length ? { rejected: info.rejected.map(String) } : {}),
+      };
+    } catch (err) {
+      throw classifySmtpError(err, message);
+    }
+  }
+
+  /** Opens a connection and authenticates, without sending (settings check). */
+  async verify(): Promise<void> {
+    const transport = await this.getTransport();
+    await transport.verify();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const transport = this.transport;
+    this.transport = undefined;
+    if (transport) (await transport.catch(() => undefined))?.close();
+  }
+}

@@ -1,0 +1,156 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { CoreTables } from '../../storage/schema.js';
+
+/** Row types of migration 0030_email. JSON columns are text; timestamps ISO-8601 text. */
+export interface OutboxMessagesTable {
+  id: string;
+  account_id: string;
+  env_id: string;
+  tracking_id: string;
+  user_id: string | null;
+  message_id: string;
+  from_address: string;
+  from_name: string | null;
+  to_address: string;
+  to_address_lc: string;
+  to_name: string | null;
+  cc: string;
+  bcc: string;
+  reply_to: string;
+  subject: string;
+  preview_text: string | null;
+  html: string;
+  text: string;
+  headers: string;
+  attachments: string;
+  raw: string;
+  size: number;
+  created_at: string;
+}
+
+export interface EmailSettingsTable {
+  env_id: string;
+  account_id: string;
+  smtp_url_enc: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export type EmailTables = {
+  outbox_messages: OutboxMessagesTable;
+  email_settings: EmailSettingsTable;
+};
+
+export type OutboxRow = Selectable<OutboxMessagesTable>;
+export type OutboxSummaryRow = Omit<OutboxRow, 'raw' | 'html' | 'text' | 'headers'>;
+export type EmailSettingsRow = Selectable<EmailSettingsTable>;
+
+export interface OutboxScope {
+  accountId: string;
+  envId: string;
+}
+
+export interface OutboxListQuery {
+  to?: string;
+  trackingId?: string;
+  limit: number;
+  /** Continue after this row (newest first). */
+  after?: { createdAt: string; id: string };
+}
+
+const SUMMARY_COLUMNS = [
+  'id',
+  'account_id',
+  'env_id',
+  'tracking_id',
+  'user_id',
+  'message_id',
+  'from_address',
+  'from_name',
+  'to_address',
+  'to_address_lc',
+  'to_name',
+  'cc',
+  'bcc',
+  'reply_to',
+  'subject',
+  'preview_text',
+  'attachments',
+  'size',
+  'created_at',
+] as const;
+
+export class OutboxRepository {
+  private readonly db: Kysely<CoreTables & EmailTables>;
+  constructor(db: Kysely<CoreTables> | Kysely<any>) {
+    this.db = (db as Kysely<CoreTables>).withTables<EmailTables>();
+  }
+
+  /** Stores a message once per Message-ID; returns the id of the stored row (new or earlier). */
+  async insertOnce(row: OutboxRow): Promise<string> {
+    await this.db
+      .insertInto('outbox_messages')
+      .values(row)
+      .onConflict((oc) => oc.columns(['account_id', 'env_id', 'message_id']).doNothing())
+      .execute();
+    const stored = await this.db
+      .selectFrom('outbox_messages')
+      .select('id')
+      .where('account_id', '=', row.account_id)
+      .where('env_id', '=', row.env_id)
+      .where('message_id', '=', row.message_id)
+      .executeTakeFirstOrThrow();
+    return stored.id;
+  }
+
+  list(scope: OutboxScope, query: OutboxListQuery): Promise<OutboxSummaryRow[]> {
+    let q = this.db
+      .selectFrom('outbox_messages')
+      .select(SUMMARY_COLUMNS)
+      .where('account_id', '=', scope.accountId)
+      .where('env_id', '=', scope.envId);
+    if (query.to) q = q.where('to_address_lc', '=', query.to.toLowerCase());
+    if (query.trackingId) q = q.where('tracking_id', '=', query.trackingId);
+    if (query.after) {
+      const { createdAt, id } = query.after;
+      q = q.where((eb) => eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '<', id)])]));
+    }
+    return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(query.limit).execute();
+  }
+
+  find(scope: OutboxScope, id: string): Promise<OutboxRow | undefined> {
+    return this.db
+      .selectFrom('outbox_messages')
+      .selectAll()
+      .where('account_id', '=', scope.accountId)
+      .where('env_id', '=', scope.envId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+
+  findSettings(scope: OutboxScope): Promise<EmailSettingsRow | undefined> {
+    return this.db
+      .selectFrom('email_settings')
+      .selectAll()
+      .where('account_id', '=', scope.accountId)
+      .where('env_id', '=', scope.envId)
+      .executeTakeFirst();
+  }
+
+  async upsertSettings(row: EmailSettingsRow): Promise<void> {
+    await this.db
+      .insertInto('email_settings')
+      .values(row)
+      .onConflict((oc) => oc.column('env_id').doUpdateSet({ smtp_url_enc: row.smtp_url_enc, updated_at: row.updated_at }))
+      .execute();
+  }
+
+  async deleteSettings(scope: OutboxScope): Promise<boolean> {
+    const res = await this.db
+      .deleteFrom('email_settings')
+      .where('account_id', '=', scope.accountId)
+      .where('env_id', '=', scope.envId)
+      .executeTakeFirst();
+    return Number(res.numDeletedRows) > 0;
+  }
+}

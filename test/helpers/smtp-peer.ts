@@ -1,0 +1,143 @@
+import type { AddressInfo } from 'node:net';
+import { type ParsedMail, simpleParser } from 'mailparser';
+import { SMTPServer, type SMTPServerAddress } from 'smtp-server';
+
+/** One message the peer accepted, as the far end saw it. */
+export interface ReceivedMail {
+  envelope: { from: string; to: string[] };
+  parsed: ParsedMail;
+  raw: Buffer;
+  /** smtp-server's id of the connection it arrived on (pool reuse shows as one id). */
+  connectionId: string;
+  user?: string;
+}
+
+export interface SmtpPeerOptions {
+  /** RCPT TO answers by address (lower case): 550 = unknown user, 451 = try later. */
+  reject?: Record<string, 550 | 451 | 452 | 553>;
+  /** Require AUTH PLAIN/LOGIN with these credentials. */
+  auth?: { user: string; pass: string };
+  /** Answer the DATA phase with this code instead of accepting. */
+  rejectData?: 552 | 554 | 451;
+}
+
+export interface SmtpPeer {
+  port: number;
+  /** `smtp://127.0.0.1:<port>` (with credentials when auth is configured). */
+  url: string;
+  messages: ReceivedMail[];
+  /** Connections opened so far. */
+  connections: number;
+  options: SmtpPeerOptions;
+  /** Resolves once `count` messages have arrived. */
+  waitFor(count: number): Promise<ReceivedMail[]>;
+  close(): Promise<void>;
+}
+
+const TEXT: Record<number, string> = {
+  550: '5.1.1 Recipient address rejected: User unknown',
+  553: '5.1.3 Bad recipient address syntax',
+  451: '4.3.0 Temporary failure, try again later',
+  452: '4.2.2 Mailbox full',
+  552: '5.3.4 Message size exceeds fixed limit',
+  554: '5.7.1 Message rejected as spam',
+};
+
+function smtpError(code: number): Error {
+  const err = new Error(TEXT[code] ?? 'rejected') as Error & { responseCode: number };
+  err.responseCode = code;
+  return err;
+}
+
+/** A real SMTP server on loopback that parses and records every message it accepts. */
+export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<SmtpPeer> {
+  const messages: ReceivedMail[] = [];
+  const waiters: { count: number; resolve: (m: ReceivedMail[]) => void }[] = [];
+  const sockets = new Set<{ destroy(): void }>();
+  const state = { connections: 0 };
+
+  const server = new SMTPServer({
+    logger: false,
+    disableReverseLookup: true,
+    // No TLS on loopback: nodemailer would otherwise upgrade to STARTTLS against a self-signed certificate.
+    disabledCommands: options.auth ? ['STARTTLS'] : ['STARTTLS', 'AUTH'],
+    allowInsecureAuth: true,
+    authOptional: !options.auth,
+    onConnect(session, callback) {
+      state.connections++;
+      callback();
+    },
+    onAuth(auth, _session, callback) {
+      if (options.auth && auth.username === options.auth.user && auth.password === options.auth.pass) {
+        return callback(null, { user: auth.username });
+      }
+      const err = new Error('5.7.8 Authentication credentials invalid') as Error & { responseCode: number };
+      err.responseCode = 535;
+      return callback(err);
+    },
+    onRcptTo(address: SMTPServerAddress, _session, callback) {
+      const code = peer.options.reject?.[address.address.toLowerCase()];
+      if (code) return callback(smtpError(code));
+      callback();
+    },
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () => {
+        if (peer.options.rejectData) return callback(smtpError(peer.options.rejectData));
+        const raw = Buffer.concat(chunks);
+        simpleParser(raw)
+          .then((parsed) => {
+            messages.push({
+              envelope: {
+                from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+                to: session.envelope.rcptTo.map((r) => r.address),
+              },
+              parsed,
+              raw,
+              connectionId: session.id,
+              ...(session.user ? { user: String(session.user) } : {}),
+            });
+            for (const w of [...waiters]) {
+              if (messages.length >= w.count) {
+                waiters.splice(waiters.indexOf(w), 1);
+                w.resolve(messages.slice());
+              }
+            }
+            callback(null, `2.0.0 Ok: queued as ${session.id}`);
+          })
+          .catch((err: Error) => callback(err));
+      });
+    },
+  });
+  server.server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const port = (server.server.address() as AddressInfo).port;
+  const creds = options.auth ? `${encodeURIComponent(options.auth.user)}:${encodeURIComponent(options.auth.pass)}@` : '';
+
+  const peer: SmtpPeer = {
+    port,
+    url: `smtp://${creds}127.0.0.1:${port}`,
+    messages,
+    get connections() {
+      return state.connections;
+    },
+    options,
+    waitFor(count) {
+      if (messages.length >= count) return Promise.resolve(messages.slice());
+      return new Promise((resolve) => waiters.push({ count, resolve }));
+    },
+    async close() {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+  return peer;
+}
