@@ -31,6 +31,8 @@ export class InappRealtime {
   /** Lets this process skip its own NOTIFY echoes: it already pushed to its sockets directly. */
   private readonly origin = randomUUID();
   private listener: PgListener | undefined;
+  /** Remote messages are handled one after another so a row read back cannot overtake later pushes. */
+  private remoteQueue: Promise<void> = Promise.resolve();
 
   constructor(private readonly deps: Deps) {}
 
@@ -61,7 +63,9 @@ export class InappRealtime {
   async listen(): Promise<boolean> {
     const url = this.deps.config.databaseUrl;
     if (this.listener || this.deps.storage.dialect !== 'postgres' || !url) return Boolean(this.listener);
-    this.listener = new PgListener(url, INAPP_NOTIFY_CHANNEL, (payload) => void this.onRemote(payload), this.deps.logger);
+    this.listener = new PgListener(url, INAPP_NOTIFY_CHANNEL, (payload) => {
+      this.remoteQueue = this.remoteQueue.then(() => this.onRemote(payload));
+    }, this.deps.logger);
     await this.listener.start();
     return true;
   }
