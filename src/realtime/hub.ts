@@ -66,9 +66,10 @@ export class SocketHub {
   }
 
   private beat(): void {
-    for (const group of this.groups.values()) {
-      for (const socket of group) {
+    for (const [key, group] of [...this.groups]) {
+      for (const socket of [...group]) {
         if (!this.alive.get(socket)) {
+          this.remove(key, socket);
           socket.terminate();
           continue;
         }

@@ -196,3 +196,35 @@ describe.each(STORAGE_KINDS)('in-app websocket (%s)', (kind) => {
     }
   });
 });
+
+describe('socket hub heartbeat', () => {
+  it('terminates a peer that stops answering pings and keeps one that answers', async () => {
+    const { WebSocketServer } = await import('ws');
+    const { SocketHub } = await import('../../src/realtime/hub.js');
+    const hub = new SocketHub({ heartbeatMs: 100 });
+    const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    server.on('connection', (socket, req) => hub.add(new URL(req.url ?? '/', 'http://x').searchParams.get('k') ?? '', socket));
+    await new Promise((resolve) => server.once('listening', resolve));
+    const { port } = server.address() as { port: number };
+    const open = (k: string, autoPong: boolean) =>
+      new Promise<WebSocket>((resolve, reject) => {
+        const ws = new WebSocket(`ws://127.0.0.1:${port}/?k=${k}`, { autoPong });
+        ws.once('open', () => resolve(ws));
+        ws.once('error', reject);
+      });
+    const silent = await open('silent', false);
+    const healthy = await open('healthy', true);
+    try {
+      await vi.waitFor(() => expect(hub.count('silent') + hub.count('healthy')).toBe(2));
+      const closed = new Promise<void>((resolve) => silent.once('close', () => resolve()));
+      await closed;
+      expect(hub.count('silent')).toBe(0);
+      expect(hub.count('healthy')).toBe(1);
+      expect(hub.send('healthy', 'still here')).toBe(1);
+    } finally {
+      healthy.close();
+      hub.close();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
