@@ -1,5 +1,130 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Deps } from '../../deps.js';
+import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
+import { requireEnv } from '../auth/auth.service.js';
+import { componentRoutes } from '../components/components.routes.js';
+import { PathId, typeRoutes } from '../types/types.routes.js';
+import { DELIVERY_MODES, contentProperties } from './template-fields.js';
+import { TemplatesService } from './templates.service.js';
 
-/** Notification types, templates and email components (filled in by the templates module). */
-export function templateRoutes(_app: App, _deps: Deps): void {}
+const TemplateSchema = Type.Object(
+  {
+    envId: Type.String(),
+    notificationId: Type.String(),
+    templateId: Type.String(),
+    channel: Type.String(),
+    default: Type.Boolean(),
+    isDefaultFor: Type.Optional(Type.Record(Type.String(), Type.Boolean())),
+    ...contentProperties,
+  },
+  { $id: 'Template' },
+);
+
+/** Notification types, templates and email components. */
+export function templateRoutes(app: App, deps: Deps): void {
+  // The pingram SDK sends "Content-Type: application/json" with an empty body on DELETE, which
+  // Fastify's JSON parser refuses (FST_ERR_CTP_EMPTY_JSON_BODY); in this scope an empty JSON
+  // body reads as no body (the body schemas still refuse it where a body is required).
+  app.register(async (plugin) => {
+    const scope = plugin.withTypeProvider<TypeBoxTypeProvider>();
+    scope.removeContentTypeParser('application/json');
+    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+      const text = String(body);
+      if (text.trim() === '') return done(null, undefined);
+      try {
+        done(null, JSON.parse(text));
+      } catch {
+        done(new SyntaxError('invalid JSON body'), undefined);
+      }
+    });
+    typeRoutes(scope, deps);
+    componentRoutes(scope, deps);
+    templateOnlyRoutes(scope, deps);
+  });
+}
+
+function templateOnlyRoutes(app: App, deps: Deps): void {
+  const service = new TemplatesService(deps);
+  app.addSchema(TemplateSchema);
+  const tags = ['templates'];
+  const ref = Type.Ref('Template');
+  // Channel is checked by the service (case-insensitive, with the lower-case log names as aliases).
+  const base = { notificationId: PathId, channel: Type.String({ minLength: 1, maxLength: 32 }) };
+  const listParams = Type.Object(base);
+  const itemParams = Type.Object({ ...base, templateId: PathId });
+  const path = '/notifications/:notificationId/:channel/templates';
+
+  app.get(
+    path,
+    { schema: { tags, summary: 'List the templates of a notification on a channel', params: listParams, response: withErrors({ 200: Type.Array(ref) }) } },
+    (req) => service.list(req.auth.accountId, requireEnv(req.auth), req.params.notificationId, req.params.channel),
+  );
+
+  app.post(
+    path,
+    {
+      schema: {
+        tags,
+        summary: 'Create a template (the first one of a notification and channel becomes its default)',
+        params: listParams,
+        body: Type.Object({ templateId: PathId, ...contentProperties }, { additionalProperties: false }),
+        response: withErrors({ 200: ref, 409: Type.Ref('ErrorBody') }),
+      },
+    },
+    (req) => service.create(req.auth.accountId, requireEnv(req.auth), req.params.notificationId, req.params.channel, req.body),
+  );
+
+  // Registered before /:templateId; the static segment wins in the router either way.
+  app.patch(
+    `${path}/default-selection`,
+    {
+      schema: {
+        tags,
+        summary: 'Make a template the default for delivery modes (instant when modes is empty)',
+        params: listParams,
+        body: Type.Object(
+          {
+            templateId: PathId,
+            modes: Type.Optional(Type.Array(Type.Union(DELIVERY_MODES.map((m) => Type.Literal(m))), { maxItems: DELIVERY_MODES.length })),
+          },
+          { additionalProperties: false },
+        ),
+        response: withErrors({ 200: ref }),
+      },
+    },
+    (req) =>
+      service.setDefault(req.auth.accountId, requireEnv(req.auth), req.params.notificationId, req.params.channel, req.body.templateId, req.body.modes),
+  );
+
+  app.get(
+    `${path}/:templateId`,
+    { schema: { tags, summary: 'Get a template', params: itemParams, response: withErrors({ 200: ref }) } },
+    (req) => service.get(req.auth.accountId, requireEnv(req.auth), req.params.notificationId, req.params.channel, req.params.templateId),
+  );
+
+  app.patch(
+    `${path}/:templateId`,
+    {
+      schema: {
+        tags,
+        summary: 'Update the content fields of a template',
+        params: itemParams,
+        body: Type.Object(contentProperties, { additionalProperties: false }),
+        response: withErrors({ 200: ref }),
+      },
+    },
+    (req) =>
+      service.update(req.auth.accountId, requireEnv(req.auth), req.params.notificationId, req.params.channel, req.params.templateId, req.body),
+  );
+
+  app.delete(
+    `${path}/:templateId`,
+    { schema: { tags, summary: 'Delete a template (another one becomes default if it was)', params: itemParams, response: withErrors({ 200: MessageSchema }) } },
+    async (req) => {
+      await service.delete(req.auth.accountId, requireEnv(req.auth), req.params.notificationId, req.params.channel, req.params.templateId);
+      return { message: 'Template deleted' };
+    },
+  );
+}

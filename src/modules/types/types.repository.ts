@@ -1,0 +1,72 @@
+import type { Selectable, Updateable } from 'kysely';
+import { type AnyDb, type NotificationTypesTable, templatesDb } from '../templates/templates.tables.js';
+
+export type NotificationTypeRow = Selectable<NotificationTypesTable>;
+
+/** Kysely only; every query scoped by account and environment. Pass a transaction to join one. */
+export class TypesRepository {
+  constructor(private readonly db: AnyDb) {}
+
+  /** Inserts unless the type exists; true when this call created it. */
+  async insertIfMissing(row: NotificationTypeRow): Promise<boolean> {
+    const result = await templatesDb(this.db)
+      .insertInto('notification_types')
+      .values(row)
+      .onConflict((oc) => oc.columns(['env_id', 'notification_id']).doNothing())
+      .executeTakeFirst();
+    return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+  }
+
+  find(accountId: string, envId: string, notificationId: string): Promise<NotificationTypeRow | undefined> {
+    return templatesDb(this.db)
+      .selectFrom('notification_types')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('notification_id', '=', notificationId)
+      .executeTakeFirst();
+  }
+
+  list(accountId: string, envId: string): Promise<NotificationTypeRow[]> {
+    return templatesDb(this.db)
+      .selectFrom('notification_types')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .orderBy('created_at')
+      .orderBy('notification_id')
+      .execute();
+  }
+
+  async update(accountId: string, envId: string, notificationId: string, patch: Updateable<NotificationTypesTable>): Promise<void> {
+    await templatesDb(this.db)
+      .updateTable('notification_types')
+      .set(patch)
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('notification_id', '=', notificationId)
+      .execute();
+  }
+
+  /** Templates, their defaults and component references go with it (foreign keys cascade). */
+  async delete(accountId: string, envId: string, notificationId: string): Promise<boolean> {
+    const result = await templatesDb(this.db)
+      .deleteFrom('notification_types')
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('notification_id', '=', notificationId)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  /** (notification, channel, templateId) of the environment, optionally of one notification. */
+  templateIds(accountId: string, envId: string, notificationId?: string) {
+    let query = templatesDb(this.db)
+      .selectFrom('templates')
+      .select(['notification_id', 'channel', 'template_id'])
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId);
+    if (notificationId !== undefined) query = query.where('notification_id', '=', notificationId);
+    return query.orderBy('notification_id').orderBy('channel').orderBy('created_at').orderBy('template_id').execute();
+  }
+}

@@ -1,0 +1,135 @@
+import { Type } from '@sinclair/typebox';
+import type { Deps } from '../../deps.js';
+import { ChannelSchema, MessageSchema, withErrors } from '../../http/schemas.js';
+import type { App } from '../../http/types.js';
+import { requireEnv } from '../auth/auth.service.js';
+import { TypesService } from './types.service.js';
+
+/** Notification ids and template ids appear in URL paths: no slash, bounded length. */
+export const PathId = Type.String({ minLength: 1, maxLength: 128, pattern: '^[^/]+$' });
+
+const Deduplication = Type.Object({ duration: Type.Number({ minimum: 0 }) });
+const Throttling = Type.Object({
+  max: Type.Number({ minimum: 0 }),
+  period: Type.Number({ minimum: 0 }),
+  unit: Type.Union(['seconds', 'minutes', 'hours', 'days', 'months', 'years'].map((u) => Type.Literal(u))),
+  forever: Type.Boolean(),
+  scope: Type.Array(Type.Union([Type.Literal('userId'), Type.Literal('notificationId')])),
+});
+const DeliveryOption = Type.Object(
+  { defaultDeliveryOption: Type.Union(['off', 'instant', 'hourly', 'daily', 'weekly', 'monthly'].map((o) => Type.Literal(o))) },
+  { additionalProperties: true },
+);
+// Per-channel delivery options (SDK GetNotificationsResponseInnerOptions), stored as given.
+const Options = Type.Partial(
+  Type.Object({
+    EMAIL: DeliveryOption,
+    INAPP_WEB: DeliveryOption,
+    SMS: DeliveryOption,
+    CALL: DeliveryOption,
+    PUSH: DeliveryOption,
+    WEB_PUSH: DeliveryOption,
+    SLACK: DeliveryOption,
+  }),
+  { additionalProperties: false },
+);
+const Channels = Type.Array(ChannelSchema, { maxItems: 16 });
+// Null first: with coerceTypes, an Integer branch tried first would turn null into 0.
+const Retention = Type.Optional(Type.Union([Type.Null(), Type.Integer({ minimum: 0 })]));
+const Title = Type.String({ minLength: 1, maxLength: 200 });
+
+const NotificationTypeSchema = Type.Object(
+  {
+    envId: Type.String(),
+    notificationId: Type.String(),
+    title: Type.String(),
+    channels: Type.Array(Type.String()),
+    enabled: Type.Boolean(),
+    deduplication: Type.Optional(Deduplication),
+    throttling: Type.Optional(Throttling),
+    retention: Type.Optional(Type.Number()),
+    options: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    templates: Type.Optional(Type.Array(Type.Object({ channel: Type.String(), templateIds: Type.Array(Type.String()) }))),
+  },
+  { $id: 'NotificationType' },
+);
+
+export function typeRoutes(app: App, deps: Deps): void {
+  const service = new TypesService(deps);
+  app.addSchema(NotificationTypeSchema);
+  const tags = ['types'];
+  const ref = Type.Ref('NotificationType');
+  const params = Type.Object({ notificationId: PathId });
+
+  app.get(
+    '/types',
+    { schema: { tags, summary: 'List notification types with their template ids', response: withErrors({ 200: Type.Array(ref) }) } },
+    (req) => service.list(req.auth.accountId, requireEnv(req.auth)),
+  );
+
+  app.post(
+    '/types',
+    {
+      schema: {
+        tags,
+        summary: 'Create a notification type',
+        body: Type.Object(
+          {
+            notificationId: PathId,
+            title: Title,
+            channels: Channels,
+            enabled: Type.Optional(Type.Boolean()),
+            options: Type.Optional(Options),
+            deduplication: Type.Optional(Type.Union([Deduplication, Type.Null()])),
+            throttling: Type.Optional(Type.Union([Throttling, Type.Null()])),
+            retention: Retention,
+          },
+          { additionalProperties: false },
+        ),
+        response: withErrors({ 200: ref, 409: Type.Ref('ErrorBody') }),
+      },
+    },
+    (req) => service.create(req.auth.accountId, requireEnv(req.auth), req.body),
+  );
+
+  // The SDK's getNotificationType reads an array (of one).
+  app.get(
+    '/types/:notificationId',
+    { schema: { tags, summary: 'Get a notification type (as a one-element array)', params, response: withErrors({ 200: Type.Array(ref) }) } },
+    async (req) => [await service.get(req.auth.accountId, requireEnv(req.auth), req.params.notificationId)],
+  );
+
+  app.patch(
+    '/types/:notificationId',
+    {
+      schema: {
+        tags,
+        summary: 'Update a notification type',
+        params,
+        body: Type.Object(
+          {
+            title: Type.Optional(Title),
+            channels: Type.Optional(Channels),
+            enabled: Type.Optional(Type.Boolean()),
+            options: Type.Optional(Options),
+            deduplication: Type.Optional(Type.Union([Deduplication, Type.Null()])),
+            throttling: Type.Optional(Type.Union([Throttling, Type.Null()])),
+            retention: Retention,
+          },
+          { additionalProperties: false },
+        ),
+        response: withErrors({ 200: ref }),
+      },
+    },
+    (req) => service.update(req.auth.accountId, requireEnv(req.auth), req.params.notificationId, req.body),
+  );
+
+  app.delete(
+    '/types/:notificationId',
+    { schema: { tags, summary: 'Delete a notification type with its templates', params, response: withErrors({ 200: MessageSchema }) } },
+    async (req) => {
+      await service.delete(req.auth.accountId, requireEnv(req.auth), req.params.notificationId);
+      return { message: 'Notification type deleted' };
+    },
+  );
+}

@@ -1,0 +1,124 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AUTO_CREATED_CHANNELS, TypesService } from '../../src/modules/types/types.service.js';
+import { type TestContext, createTestContext } from '../helpers/context.js';
+import { STORAGE_KINDS } from '../helpers/storage.js';
+
+describe.each(STORAGE_KINDS)('notification types (%s)', (kind) => {
+  let t: TestContext;
+  const req = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: unknown, headers = t.auth) =>
+    t.app.inject({ method, url, headers, ...(payload !== undefined ? { payload: payload as object } : {}) });
+
+  beforeAll(async () => {
+    t = await createTestContext(kind);
+  });
+  afterAll(() => t.close());
+
+  it('creates, reads, lists, updates and deletes a type', async () => {
+    const created = await req('POST', '/types', { notificationId: 'welcome', title: 'Welcome', channels: ['EMAIL', 'SMS', 'EMAIL'] });
+    expect(created.statusCode).toBe(200);
+    expect(created.json()).toEqual({ envId: t.account.clientId, notificationId: 'welcome', title: 'Welcome', channels: ['EMAIL', 'SMS'], enabled: true, templates: [] });
+
+    const one = await req('GET', '/types/welcome');
+    expect(one.statusCode).toBe(200);
+    expect(one.json()).toEqual([created.json()]);
+
+    const patched = await req('PATCH', '/types/welcome', {
+      title: 'Welcome!',
+      enabled: false,
+      channels: ['INAPP_WEB'],
+      deduplication: { duration: 60 },
+      throttling: { max: 3, period: 1, unit: 'hours', forever: false, scope: ['userId'] },
+      retention: 30,
+      options: { EMAIL: { defaultDeliveryOption: 'daily', daily: { enabled: true, hour: '09:00' } } },
+    });
+    expect(patched.statusCode).toBe(200);
+    expect(patched.json()).toMatchObject({
+      title: 'Welcome!',
+      enabled: false,
+      channels: ['INAPP_WEB'],
+      deduplication: { duration: 60 },
+      throttling: { max: 3, period: 1, unit: 'hours', forever: false, scope: ['userId'] },
+      retention: 30,
+      options: { EMAIL: { defaultDeliveryOption: 'daily', daily: { enabled: true, hour: '09:00' } } },
+    });
+
+    const cleared = await req('PATCH', '/types/welcome', { deduplication: null, throttling: null, retention: null });
+    expect(cleared.json().deduplication).toBeUndefined();
+    expect(cleared.json().throttling).toBeUndefined();
+    expect(cleared.json().retention).toBeUndefined();
+    expect(cleared.json().title).toBe('Welcome!');
+
+    await req('POST', '/types', { notificationId: 'digest', title: 'Digest', channels: ['EMAIL'] });
+    const list = await req('GET', '/types');
+    expect(list.json().map((x: { notificationId: string }) => x.notificationId)).toEqual(['welcome', 'digest']);
+
+    const del = await req('DELETE', '/types/digest');
+    expect(del.statusCode).toBe(200);
+    expect((await req('GET', '/types/digest')).statusCode).toBe(404);
+    expect((await req('DELETE', '/types/digest')).statusCode).toBe(404);
+  });
+
+  it('lists template ids per channel and deletes templates with the type', async () => {
+    await req('POST', '/types', { notificationId: 'order', title: 'Order', channels: ['EMAIL', 'SMS'] });
+    await req('POST', '/notifications/order/EMAIL/templates', { templateId: 'a', subject: 's', html: 'h' });
+    await req('POST', '/notifications/order/EMAIL/templates', { templateId: 'b', subject: 's', html: 'h' });
+    await req('POST', '/notifications/order/SMS/templates', { templateId: 'sms1', text: 'hi' });
+    const [type] = (await req('GET', '/types/order')).json();
+    expect(type.templates).toEqual([
+      { channel: 'EMAIL', templateIds: ['a', 'b'] },
+      { channel: 'SMS', templateIds: ['sms1'] },
+    ]);
+    expect((await req('DELETE', '/types/order')).statusCode).toBe(200);
+    expect((await req('GET', '/notifications/order/EMAIL/templates')).json()).toEqual([]);
+    const left = await t.deps.db.withTables<{ templates: { notification_id: string } }>().selectFrom('templates').select('notification_id').where('notification_id', '=', 'order').execute();
+    expect(left).toEqual([]);
+  });
+
+  it('refuses a duplicate id with CONFLICT and bad bodies with VALIDATION_FAILED', async () => {
+    await req('POST', '/types', { notificationId: 'dup', title: 'Dup', channels: [] });
+    const dup = await req('POST', '/types', { notificationId: 'dup', title: 'Again', channels: [] });
+    expect(dup.statusCode).toBe(409);
+    expect(dup.json().error).toMatchObject({ code: 'CONFLICT' });
+    expect(dup.json().error.fix).toContain('PATCH /types/dup');
+
+    for (const body of [
+      { title: 'no id', channels: [] },
+      { notificationId: 'x', channels: [] },
+      { notificationId: 'x', title: 'x', channels: ['FAX'] },
+      { notificationId: 'x', title: 'x', channels: [], throttling: { max: 1, period: 1, unit: 'weeks', forever: false, scope: [] } },
+      { notificationId: 'x', title: 'x', channels: [], bogus: 1 },
+    ]) {
+      const res = await req('POST', '/types', body);
+      expect(res.statusCode, JSON.stringify(body)).toBe(400);
+      expect(res.json().error.code).toBe('VALIDATION_FAILED');
+    }
+    expect((await req('PATCH', '/types/nope', { title: 'x' })).json().error.code).toBe('NOT_FOUND');
+  });
+
+  it('ensureType creates a missing type once, enabled on every sendable channel, even under concurrent calls', async () => {
+    const service = new TypesService(t.deps);
+    const results = await Promise.all(Array.from({ length: 8 }, () => service.ensureType(t.account.accountId, t.account.clientId, 'auto-1')));
+    for (const r of results) {
+      expect(r).toEqual({ envId: t.account.clientId, notificationId: 'auto-1', title: 'auto-1', channels: AUTO_CREATED_CHANNELS, enabled: true });
+    }
+    expect(AUTO_CREATED_CHANNELS).toEqual(['EMAIL', 'INAPP_WEB', 'SMS', 'CALL', 'PUSH', 'WEB_PUSH', 'SLACK']);
+    // An existing type is returned as configured, not reset.
+    await req('PATCH', '/types/auto-1', { enabled: false, channels: ['SMS'] });
+    expect(await service.ensureType(t.account.accountId, t.account.clientId, 'auto-1')).toMatchObject({ enabled: false, channels: ['SMS'] });
+    const list = (await req('GET', '/types')).json().filter((x: { notificationId: string }) => x.notificationId === 'auto-1');
+    expect(list).toHaveLength(1);
+  });
+
+  it("is isolated per account: another account's key sees nothing and cannot change it", async () => {
+    await req('POST', '/types', { notificationId: 'secret-type', title: 'Mine', channels: ['EMAIL'] });
+    const other = await t.newAccount();
+    const theirs = { authorization: `Bearer ${other.apiKey}` };
+    expect((await req('GET', '/types', undefined, theirs)).json()).toEqual([]);
+    expect((await req('GET', '/types/secret-type', undefined, theirs)).statusCode).toBe(404);
+    expect((await req('PATCH', '/types/secret-type', { title: 'stolen' }, theirs)).statusCode).toBe(404);
+    expect((await req('DELETE', '/types/secret-type', undefined, theirs)).statusCode).toBe(404);
+    // The same id is free in their environment.
+    expect((await req('POST', '/types', { notificationId: 'secret-type', title: 'Theirs', channels: [] }, theirs)).statusCode).toBe(200);
+    expect((await req('GET', '/types/secret-type')).json()[0].title).toBe('Mine');
+  });
+});
