@@ -1,6 +1,108 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Deps } from '../../deps.js';
+import { invalid } from '../../errors.js';
+import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
+import { requireEnv } from '../auth/auth.service.js';
+import { EnvQuery, IdentifyBody, ListQuery, SuppressionParams, UserIdParams, UserSchema } from './users.schemas.js';
+import { UsersService } from './users.service.js';
+import { validateUserId } from './users.validation.js';
 
-export function userRoutes(_app: App, _deps: Deps): void {
-  // filled in by the users module
+export function userRoutes(app: App, deps: Deps): void {
+  const service = new UsersService(deps);
+  app.addSchema(UserSchema);
+  const user = Type.Ref('User');
+  const tags = ['users'];
+
+  app.post(
+    '/users/:userId',
+    {
+      schema: {
+        tags,
+        summary: 'Create or update (identify) a user; lastSeenTime is updated automatically',
+        params: UserIdParams,
+        querystring: EnvQuery,
+        body: IdentifyBody,
+        response: withErrors({ 200: user }),
+      },
+    },
+    (req) => {
+      const envId = requireEnv(req.auth);
+      const userId = validateUserId(req.params.userId);
+      const body = req.body;
+      if (body.id !== undefined && body.id !== userId) {
+        throw invalid(
+          `Body id "${body.id}" does not match the userId "${userId}" in the path.`,
+          'Send the same id in the path and the body, or omit id from the body.',
+        );
+      }
+      return service.identify(req.auth.accountId, envId, { ...body, id: userId });
+    },
+  );
+
+  app.get(
+    '/users/:userId',
+    { schema: { tags, summary: 'Get a user', params: UserIdParams, querystring: EnvQuery, response: withErrors({ 200: user }) } },
+    (req) => service.require(req.auth.accountId, requireEnv(req.auth), req.params.userId),
+  );
+
+  app.get(
+    '/users',
+    {
+      schema: {
+        tags,
+        summary: 'List users, newest first',
+        querystring: ListQuery,
+        response: withErrors({
+          200: Type.Object({
+            users: Type.Array(user),
+            hasMore: Type.Boolean(),
+            lastEvaluatedKey: Type.Optional(Type.String({ description: 'nextToken of the next page; present when hasMore' })),
+          }),
+        }),
+      },
+    },
+    (req) => service.list(req.auth.accountId, requireEnv(req.auth), { limit: req.query.limit, nextToken: req.query.nextToken }),
+  );
+
+  // The pingram SDK sends "Content-Type: application/json" with an empty body on DELETE, which
+  // Fastify's JSON parser refuses (FST_ERR_CTP_EMPTY_JSON_BODY). These DELETE routes read an
+  // empty JSON body as no body. Redundant once app.ts parses empty JSON bodies leniently.
+  app.register(async (plugin) => {
+    const scope = plugin.withTypeProvider<TypeBoxTypeProvider>();
+    scope.removeContentTypeParser('application/json');
+    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+      const text = String(body);
+      if (text.trim() === '') return done(null, undefined);
+      try {
+        done(null, JSON.parse(text));
+      } catch {
+        done(new SyntaxError('invalid JSON body'), undefined);
+      }
+    });
+
+    scope.delete(
+      '/users/:userId',
+      { schema: { tags, summary: 'Delete a user', params: UserIdParams, querystring: EnvQuery, response: withErrors({ 200: MessageSchema }) } },
+      async (req) => {
+        await service.delete(req.auth.accountId, requireEnv(req.auth), req.params.userId);
+        return { message: 'User deleted' };
+      },
+    );
+
+    scope.delete(
+      '/user_suppression/:userId/channel/:channel',
+      {
+        schema: {
+          tags,
+          summary: 'Remove the suppression of a user for one channel',
+          params: SuppressionParams,
+          querystring: EnvQuery,
+          response: withErrors({ 200: Type.Object({ user }) }),
+        },
+      },
+      async (req) => ({ user: await service.clearSuppression(req.auth.accountId, requireEnv(req.auth), req.params.userId, req.params.channel) }),
+    );
+  });
 }

@@ -1,0 +1,86 @@
+import type { Kysely, Selectable, Updateable } from 'kysely';
+import type { CoreTables, UsersTable } from '../../storage/schema.js';
+
+export type UserRow = Selectable<UsersTable>;
+
+export interface UserCursor {
+  createdAt: string;
+  id: string;
+}
+
+/** Every query names both the account and the environment of the caller. */
+export class UsersRepository {
+  /** `lockRows`: take a row lock on reads made for a read-modify-write (PostgreSQL; SQLite serializes writers itself). */
+  constructor(
+    private readonly db: Kysely<CoreTables>,
+    private readonly lockRows = false,
+  ) {}
+
+  /** Inserts unless the user exists; true when this call created it. */
+  async insertIfAbsent(row: UserRow): Promise<boolean> {
+    const inserted = await this.db
+      .insertInto('users')
+      .values(row)
+      .onConflict((oc) => oc.columns(['env_id', 'id']).doNothing())
+      .returning('id')
+      .executeTakeFirst();
+    return inserted !== undefined;
+  }
+
+  find(accountId: string, envId: string, userId: string): Promise<UserRow | undefined> {
+    return this.db
+      .selectFrom('users')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('id', '=', userId)
+      .executeTakeFirst();
+  }
+
+  /** The same read, locking the row until the surrounding transaction ends (when lockRows). */
+  findForUpdate(accountId: string, envId: string, userId: string): Promise<UserRow | undefined> {
+    let query = this.db
+      .selectFrom('users')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('id', '=', userId);
+    if (this.lockRows) query = query.forUpdate();
+    return query.executeTakeFirst();
+  }
+
+  async update(accountId: string, envId: string, userId: string, patch: Updateable<UsersTable>): Promise<void> {
+    await this.db
+      .updateTable('users')
+      .set(patch)
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('id', '=', userId)
+      .execute();
+  }
+
+  async delete(accountId: string, envId: string, userId: string): Promise<boolean> {
+    const result = await this.db
+      .deleteFrom('users')
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('id', '=', userId)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  /** Newest first on (created_at, id); `after` is the last row of the previous page. */
+  list(accountId: string, envId: string, limit: number, after?: UserCursor): Promise<UserRow[]> {
+    let query = this.db
+      .selectFrom('users')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId);
+    if (after) {
+      query = query.where((eb) =>
+        eb.or([eb('created_at', '<', after.createdAt), eb.and([eb('created_at', '=', after.createdAt), eb('id', '<', after.id)])]),
+      );
+    }
+    return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+  }
+}

@@ -1,0 +1,265 @@
+import type { Kysely } from 'kysely';
+import type { Deps } from '../../deps.js';
+import { invalid, notFound } from '../../errors.js';
+import type { Channel } from '../../http/schemas.js';
+import type { CoreTables } from '../../storage/schema.js';
+import { type UserCursor, type UserRow, UsersRepository } from './users.repository.js';
+import type { IdentifyPatch, Properties, PushToken, SlackToken, Suppressions, User, UserPage, WebPushToken } from './users.types.js';
+import { checkPropertyLimits, normalizePhoneNumber, parseIdentifyInput, validateEmail, validateUserId } from './users.validation.js';
+
+export type * from './users.types.js';
+
+/** Raw identify input (HTTP body or a send's `to`); validated by the service. */
+export type IdentifyInput = { id: string } & Record<string, unknown>;
+
+export const LIST_LIMIT_DEFAULT = 50;
+export const LIST_LIMIT_MAX = 1000;
+
+const USER_NOT_FOUND_FIX = 'Create the user with POST /users/{userId} first, or check the environment of your credentials.';
+
+/**
+ * Users of one environment: identify (create or merge), read, list, delete, per-channel
+ * suppressions. Used by the HTTP routes and by the sending pipeline (upsertFromRecipient,
+ * setSuppression), so it takes plain values and raises AppErrors, never HTTP objects.
+ */
+export class UsersService {
+  constructor(private readonly deps: Pick<Deps, 'db' | 'storage' | 'clock'>) {}
+
+  private get lockRows(): boolean {
+    return this.deps.storage.dialect === 'postgres';
+  }
+
+  /**
+   * Creates the user or merges `input` into it: fields present replace the stored ones, absent
+   * fields are preserved, null (or "") clears a field. `properties` are shallow-merged key by
+   * key; a property set to null is deleted (so clients can remove a key without resending the
+   * rest). Limits are checked on the input and on the merged result. `lastSeenTime` moves to
+   * now unless `touchLastSeen` is false (a send to a user is not the user being seen).
+   */
+  async identify(
+    accountId: string,
+    envId: string,
+    input: IdentifyInput,
+    options: { touchLastSeen?: boolean; trx?: Kysely<CoreTables> } = {},
+  ): Promise<User> {
+    const userId = validateUserId(input?.id, 'id');
+    const patch = parseIdentifyInput(input);
+    const touchLastSeen = options.touchLastSeen ?? true;
+    const now = this.deps.clock.now().toISOString();
+
+    return this.inTransaction(options.trx, async (trx) => {
+      const repo = new UsersRepository(trx, this.lockRows);
+      const created = applyPatch(emptyRow(accountId, envId, userId, now), patch, now, true);
+      // One statement in the common "new user" case; on conflict fall through to merge.
+      if (await repo.insertIfAbsent(created)) return toUser(created);
+      const current = await repo.findForUpdate(accountId, envId, userId);
+      if (!current) throw notFound('User', userId, USER_NOT_FOUND_FIX);
+      const next = applyPatch(current, patch, now, touchLastSeen);
+      await repo.update(accountId, envId, userId, next);
+      return toUser(next);
+    });
+  }
+
+  /**
+   * Upserts the recipient of a send. Rule: the user id is `to.id`; without one it is `to.email`,
+   * else `to.number` in E.164 (so "(415) 555-0123" and "+14155550123" are the same user).
+   * Provided contact fields update the stored user; `lastSeenTime` is not moved for an
+   * existing user. Pass `trx` to upsert inside the caller's transaction (the send's outbox write).
+   */
+  async upsertFromRecipient(accountId: string, envId: string, to: unknown, trx?: Kysely<CoreTables>): Promise<User> {
+    if (typeof to !== 'object' || to === null || Array.isArray(to)) {
+      throw invalid('to must be a user object.', 'Send to: {id?, email?, number?, ...}.');
+    }
+    const recipient = to as Record<string, unknown>;
+    let id: string;
+    if (recipient.id !== undefined && recipient.id !== null && recipient.id !== '') id = validateUserId(recipient.id, 'to.id');
+    else if (typeof recipient.email === 'string' && recipient.email !== '') id = validateEmail(recipient.email, 'to.email');
+    else if (typeof recipient.number === 'string' && recipient.number !== '') id = normalizePhoneNumber(recipient.number, 'to.number');
+    else throw invalid('to needs an id, an email or a number to identify the recipient.', 'Add to.id (or to.email / to.number).');
+    return this.identify(accountId, envId, { ...recipient, id }, { touchLastSeen: false, trx });
+  }
+
+  async get(accountId: string, envId: string, userId: string): Promise<User | null> {
+    const row = await new UsersRepository(this.deps.db).find(accountId, envId, userId);
+    return row ? toUser(row) : null;
+  }
+
+  /** Like get, but an absent user is a NOT_FOUND error. */
+  async require(accountId: string, envId: string, userId: string): Promise<User> {
+    const user = await this.get(accountId, envId, userId);
+    if (!user) throw notFound('User', userId, USER_NOT_FOUND_FIX);
+    return user;
+  }
+
+  async delete(accountId: string, envId: string, userId: string): Promise<void> {
+    if (!(await new UsersRepository(this.deps.db).delete(accountId, envId, userId))) throw notFound('User', userId, USER_NOT_FOUND_FIX);
+  }
+
+  /** Newest first. `nextToken` is the `lastEvaluatedKey` of the previous page ('' or absent: first page). */
+  async list(accountId: string, envId: string, options: { limit?: number; nextToken?: string } = {}): Promise<UserPage> {
+    const limit = options.limit ?? LIST_LIMIT_DEFAULT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT_MAX) {
+      throw invalid(`limit must be an integer from 1 to ${LIST_LIMIT_MAX}.`, `Omit limit for pages of ${LIST_LIMIT_DEFAULT}.`);
+    }
+    const after = options.nextToken ? decodeCursor(options.nextToken) : undefined;
+    const rows = await new UsersRepository(this.deps.db).list(accountId, envId, limit + 1, after);
+    const hasMore = rows.length > limit;
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      users: page.map(toUser),
+      hasMore,
+      ...(hasMore && last ? { lastEvaluatedKey: encodeCursor({ createdAt: last.created_at, id: last.id }) } : {}),
+    };
+  }
+
+  /** Records that `channel` must not be used for this user (e.g. an email bounce). Null when the user does not exist. */
+  async setSuppression(
+    accountId: string,
+    envId: string,
+    userId: string,
+    channel: Channel,
+    suppression: { reason: string; details?: Record<string, unknown> },
+    trx?: Kysely<CoreTables>,
+  ): Promise<User | null> {
+    return this.changeSuppressions(
+      accountId,
+      envId,
+      userId,
+      (map, now) => {
+        map[channel] = { reason: suppression.reason, details: suppression.details ?? {}, at: now };
+      },
+      trx,
+    );
+  }
+
+  /** Removes the suppression of one channel (idempotent); NOT_FOUND when the user does not exist. */
+  async clearSuppression(accountId: string, envId: string, userId: string, channel: Channel): Promise<User> {
+    const user = await this.changeSuppressions(accountId, envId, userId, (map) => {
+      delete map[channel];
+    });
+    if (!user) throw notFound('User', userId, USER_NOT_FOUND_FIX);
+    return user;
+  }
+
+  /** The stored suppressions of a user, per channel (for the sending pipeline's routing). */
+  async suppressions(accountId: string, envId: string, userId: string): Promise<Suppressions> {
+    const row = await new UsersRepository(this.deps.db).find(accountId, envId, userId);
+    return row ? parseJson<Suppressions>(row.suppressions) ?? {} : {};
+  }
+
+  /** Runs `work` in the caller's transaction when given (Kysely cannot nest them), else in a new one. */
+  private inTransaction<T>(trx: Kysely<CoreTables> | undefined, work: (db: Kysely<CoreTables>) => Promise<T>): Promise<T> {
+    return trx ? work(trx) : this.deps.db.transaction().execute(work);
+  }
+
+  private changeSuppressions(
+    accountId: string,
+    envId: string,
+    userId: string,
+    change: (map: Suppressions, now: string) => void,
+    outer?: Kysely<CoreTables>,
+  ): Promise<User | null> {
+    const now = this.deps.clock.now().toISOString();
+    return this.inTransaction(outer, async (trx) => {
+      const repo = new UsersRepository(trx, this.lockRows);
+      const row = await repo.findForUpdate(accountId, envId, userId);
+      if (!row) return null;
+      const map = parseJson<Suppressions>(row.suppressions) ?? {};
+      change(map, now);
+      const next: UserRow = { ...row, suppressions: Object.keys(map).length > 0 ? JSON.stringify(map) : null, updated_at: now };
+      await repo.update(accountId, envId, userId, { suppressions: next.suppressions, updated_at: now });
+      return toUser(next);
+    });
+  }
+}
+
+function emptyRow(accountId: string, envId: string, id: string, now: string): UserRow {
+  return {
+    env_id: envId,
+    id,
+    account_id: accountId,
+    email: null,
+    number: null,
+    push_tokens: null,
+    web_push_tokens: null,
+    timezone: null,
+    slack_channel: null,
+    slack_token: null,
+    properties: null,
+    suppressions: null,
+    last_seen_time: now,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+const jsonOrNull = (value: unknown[] | object | null | undefined) =>
+  value === null || value === undefined || (Array.isArray(value) && value.length === 0) ? null : JSON.stringify(value);
+
+/** Pure merge of a validated patch into a stored row. */
+export function applyPatch(row: UserRow, patch: IdentifyPatch, now: string, touchLastSeen: boolean): UserRow {
+  const next: UserRow = { ...row, updated_at: now, last_seen_time: touchLastSeen ? now : row.last_seen_time };
+  if (patch.email !== undefined) next.email = patch.email;
+  if (patch.number !== undefined) next.number = patch.number;
+  if (patch.timezone !== undefined) next.timezone = patch.timezone;
+  if (patch.slackChannel !== undefined) next.slack_channel = patch.slackChannel;
+  if (patch.slackToken !== undefined) next.slack_token = jsonOrNull(patch.slackToken);
+  if (patch.pushTokens !== undefined) next.push_tokens = jsonOrNull(patch.pushTokens);
+  if (patch.webPushTokens !== undefined) next.web_push_tokens = jsonOrNull(patch.webPushTokens);
+  if (patch.properties !== undefined) {
+    // No prototype: a property named "__proto__" stays an ordinary key.
+    const merged: Properties = Object.assign(Object.create(null) as Properties, parseJson<Properties>(row.properties));
+    for (const [key, value] of Object.entries(patch.properties)) {
+      if (value === null) delete merged[key];
+      else merged[key] = value;
+    }
+    checkPropertyLimits(merged, 'properties (merged with the stored ones)');
+    next.properties = Object.keys(merged).length > 0 ? JSON.stringify(merged) : null;
+  }
+  return next;
+}
+
+function parseJson<T>(text: string | null): T | undefined {
+  return text === null ? undefined : (JSON.parse(text) as T);
+}
+
+export function toUser(row: UserRow): User {
+  const user: User = { id: row.id, lastSeenTime: row.last_seen_time, createdAt: row.created_at, updatedAt: row.updated_at };
+  if (row.email !== null) user.email = row.email;
+  if (row.number !== null) user.number = row.number;
+  const pushTokens = parseJson<PushToken[]>(row.push_tokens);
+  if (pushTokens) user.pushTokens = pushTokens;
+  const webPushTokens = parseJson<WebPushToken[]>(row.web_push_tokens);
+  if (webPushTokens) user.webPushTokens = webPushTokens;
+  if (row.timezone !== null) user.timezone = row.timezone;
+  if (row.slack_channel !== null) user.slackChannel = row.slack_channel;
+  const slackToken = parseJson<SlackToken>(row.slack_token);
+  if (slackToken) user.slackToken = slackToken;
+  const properties = parseJson<Properties>(row.properties);
+  if (properties) user.properties = properties;
+  const email = parseJson<Suppressions>(row.suppressions)?.EMAIL;
+  if (email) user.emailSuppressionStatus = { reason: email.reason, details: email.details };
+  return user;
+}
+
+export function encodeCursor(cursor: UserCursor): string {
+  return Buffer.from(JSON.stringify([cursor.createdAt, cursor.id]), 'utf8').toString('base64url');
+}
+
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+
+export function decodeCursor(token: string): UserCursor {
+  const bad = () => invalid('nextToken is not a valid page token.', 'Pass the lastEvaluatedKey of the previous page unchanged, or an empty nextToken for the first page.');
+  if (!/^[A-Za-z0-9_-]{1,2000}$/.test(token)) throw bad();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
+  } catch {
+    throw bad();
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 2 || typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string' || !ISO_TIME.test(parsed[0])) {
+    throw bad();
+  }
+  return { createdAt: parsed[0], id: parsed[1] };
+}
