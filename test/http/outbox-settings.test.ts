@@ -30,8 +30,8 @@ describe.each(STORAGE_KINDS)('per-environment SMTP setting (%s)', (kind) => {
     await providers?.close();
   });
   afterAll(async () => {
-    await t.close();
-    await peer.close();
+    await t?.close();
+    await peer?.close();
   });
 
   const req = (method: 'GET' | 'PUT' | 'DELETE', payload?: object, headers = t.auth) =>
@@ -115,7 +115,7 @@ describe('SMTP setting without private networks', () => {
   beforeAll(async () => {
     t = await createTestContext('sqlite');
   });
-  afterAll(() => t.close());
+  afterAll(() => t?.close());
 
   it('refuses an SMTP host on a private or loopback address', async () => {
     for (const url of ['smtp://10.1.2.3:25', 'smtp://u:p@127.0.0.1:2525', 'smtp://localhost:25', 'smtps://169.254.169.254']) {

@@ -46,8 +46,8 @@ describe.each(STORAGE_KINDS)('local outbox (%s)', (kind) => {
     }
   });
   afterAll(async () => {
-    await providers.close();
-    await t.close();
+    await providers?.close();
+    await t?.close();
   });
 
   const get = (url: string, headers = t.auth) => t.app.inject({ method: 'GET', url, headers });
