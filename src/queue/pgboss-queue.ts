@@ -198,6 +198,7 @@ export class PgBossQueue implements Queue, JobBackend {
   }
 
   async start(): Promise<void> {
+    this.stopped = false;
     await this.ready();
     await this.listen();
     await this.runner.start();
@@ -213,6 +214,8 @@ export class PgBossQueue implements Queue, JobBackend {
       await this.starting.catch(() => undefined);
       // Nothing of ours runs inside pg-boss's own workers; this stops its maintenance timers.
       await this.boss.stop({ graceful: true, wait: true, close: false, timeout: 1000 });
+      // A later start() (worker restart) starts pg-boss again.
+      this.starting = null;
     }
   }
 

@@ -82,7 +82,8 @@ const noopLogger: QueueLogger = { warn() {}, error() {} };
  */
 export class JobRunner {
   private readonly handlers = new Map<string, Registration>();
-  private readonly running = new Map<string, Running>();
+  private readonly running = new Map<number, Running>();
+  private launches = 0;
   private readonly logger: QueueLogger;
   private state: 'idle' | 'started' | 'stopping' | 'stopped' = 'idle';
   private polling: Promise<void> = Promise.resolve();
@@ -98,9 +99,10 @@ export class JobRunner {
     this.logger = options.logger ?? noopLogger;
   }
 
+  /** Before start(), or after stop() to set the queue up again (a name then gets its new handler). */
   register<T>(name: string, handler: JobHandler<T>, options: WorkOptions = {}): void {
-    if (this.state !== 'idle') throw new Error(`queue: work('${name}') must be called before start()`);
-    if (this.handlers.has(name)) throw new Error(`queue: a handler for '${name}' is already registered`);
+    if (this.state === 'started' || this.state === 'stopping') throw new Error(`queue: work('${name}') must be called before start()`);
+    if (this.state === 'idle' && this.handlers.has(name)) throw new Error(`queue: a handler for '${name}' is already registered`);
     const concurrency = Math.max(1, Math.floor(options.concurrency ?? 1));
     this.handlers.set(name, { handler: handler as JobHandler<any>, concurrency, running: 0 });
   }
@@ -113,8 +115,9 @@ export class JobRunner {
     return this.state === 'started';
   }
 
+  /** Starts working; after stop() it starts again (a worker restart). */
   async start(): Promise<void> {
-    if (this.state !== 'idle') return;
+    if (this.state === 'started' || this.state === 'stopping') return;
     await this.backend.prepare?.(this.names);
     this.state = 'started';
     this.heartbeatTimer = setInterval(() => void this.beat(), this.options.heartbeatMs);
@@ -165,13 +168,16 @@ export class JobRunner {
 
   private launch(reg: Registration, job: ClaimedJob): void {
     reg.running++;
+    // Keyed per run, not per job: a released job may be claimed again here while its old
+    // handler is still finishing.
+    const key = ++this.launches;
     const entry: Running = { job, released: false, done: Promise.resolve() };
     entry.done = this.execute(reg, entry).finally(() => {
       reg.running--;
-      this.running.delete(job.id);
+      this.running.delete(key);
       this.nudge();
     });
-    this.running.set(job.id, entry);
+    this.running.set(key, entry);
   }
 
   private async execute(reg: Registration, entry: Running): Promise<void> {
@@ -238,14 +244,14 @@ export class JobRunner {
     this.pollTimer = null;
     if (wasStarted) {
       await this.polling;
-      const all = Promise.allSettled([...this.running.values()].map((r) => r.done));
+      const all = Promise.allSettled([...this.running.values()].filter((r) => !r.released).map((r) => r.done));
       let timer: NodeJS.Timeout | undefined;
       const grace = new Promise<void>((resolve) => {
         timer = setTimeout(resolve, this.options.graceMs);
       });
       await Promise.race([all, grace]);
       clearTimeout(timer);
-      const left = [...this.running.values()];
+      const left = [...this.running.values()].filter((r) => !r.released);
       if (left.length > 0) {
         for (const r of left) r.released = true;
         try {

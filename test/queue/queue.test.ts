@@ -257,6 +257,25 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     await sleep(50);
     expect((await env.job(stuck))?.state).toBe('done');
   });
+
+  it('starts again after stop (a worker restart on the same queue)', async () => {
+    const q = env.queue();
+    const first = deferred();
+    q.work('t.restart', async () => first.resolve());
+    await q.start();
+    await q.enqueue(env.storage.db, 't.restart', {});
+    await first.promise;
+    await q.stop();
+
+    const later = await q.enqueue(env.storage.db, 't.restart', { n: 2 });
+    await sleep(100);
+    expect((await env.job(later))?.state).toBe('waiting');
+    const second = deferred<unknown>();
+    q.work('t.restart', async (data) => second.resolve(data));
+    await q.start();
+    expect(await second.promise).toEqual({ n: 2 });
+    await waitFor(async () => (await env.job(later))?.state === 'done');
+  });
 });
 
 describe('sqlite queue purge', () => {
