@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import secureJson from 'secure-json-parse';
 import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import type { Deps } from './deps.js';
 import { installAuth } from './http/auth.js';
@@ -11,6 +12,8 @@ import type { App } from './http/types.js';
 import { accountRoutes } from './modules/accounts/accounts.routes.js';
 import { environmentRoutes } from './modules/environments/environments.routes.js';
 import { keyRoutes } from './modules/keys/keys.routes.js';
+import { logRoutes } from './modules/logs/logs.routes.js';
+import { sendingRoutes } from './modules/sending/sending.routes.js';
 import { systemRoutes } from './modules/system/system.routes.js';
 import { inappRoutes } from './modules/inapp/inapp.routes.js';
 import { outboxRoutes } from './modules/outbox/outbox.routes.js';
@@ -27,21 +30,26 @@ export async function buildApp(deps: Deps): Promise<App> {
     requestIdHeader: false,
     bodyLimit: deps.config.bodyLimitBytes,
     // Route matching ignores a trailing slash, as API clients often add one.
-    routerOptions: { ignoreTrailingSlash: true },
+    // Path ids (user ids up to 256 chars, URL-encoded) may be longer than Fastify's default 100.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  // Some published clients send JSON bodies without a Content-Type header; read those as JSON too.
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+  // Clients send an empty body with Content-Type: application/json on DELETE (the official SDK
+  // does), and some send JSON without any Content-Type: both are read as JSON, empty as none.
+  app.removeContentTypeParser('application/json');
+  const parseJson = (_req: unknown, body: string | Buffer, done: (err: Error | null, body?: unknown) => void) => {
     const text = String(body);
     if (text.trim() === '') return done(null, undefined);
     try {
-      done(null, JSON.parse(text));
+      // secure-json-parse (as Fastify's own parser) refuses __proto__ / constructor.prototype keys.
+      done(null, secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }));
     } catch {
-      const err = new SyntaxError('invalid JSON body');
-      done(err, undefined);
+      done(new SyntaxError('invalid JSON body'), undefined);
     }
-  });
+  };
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
+  app.addContentTypeParser('*', { parseAs: 'string' }, parseJson);
 
   app.addSchema(ErrorBodySchema);
   await app.register(swagger, {
@@ -78,6 +86,8 @@ export async function buildApp(deps: Deps): Promise<App> {
   templateRoutes(app, deps);
   outboxRoutes(app, deps);
   await inappRoutes(app, deps);
+  sendingRoutes(app, deps, deps.queue);
+  logRoutes(app, deps, deps.queue);
 
   return app;
 }

@@ -16,6 +16,11 @@ export interface Config {
   smtpUrl?: string;
   /** Lets outbound fetches of user-given URLs (attachments, environment SMTP servers) reach private/loopback addresses. */
   allowPrivateNetworks: boolean;
+  /** Sender of email when neither the send nor its template names one. */
+  defaultFromAddress: string;
+  defaultFromName: string;
+  /** A job whose worker stops renewing its lock (crash, kill -9) is taken over after this long. */
+  jobLockSeconds: number;
   defaultMessagesCap: number;
   logRetentionDays: number;
 }
@@ -60,6 +65,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: int(env, 'CLARION_BODY_LIMIT', 25 * 1024 * 1024, 1024),
     smtpUrl: env.SMTP_URL || undefined,
     allowPrivateNetworks: bool(env, 'CLARION_ALLOW_PRIVATE_NETWORKS', false),
+    defaultFromAddress: env.CLARION_DEFAULT_FROM_ADDRESS || 'notifications@clarion.localhost',
+    defaultFromName: env.CLARION_DEFAULT_FROM_NAME || 'Clarion',
+    jobLockSeconds: int(env, 'CLARION_JOB_LOCK_SECONDS', 30, 1),
     defaultMessagesCap: int(env, 'CLARION_DEFAULT_MESSAGES_CAP', 1_000_000, 0),
     logRetentionDays: int(env, 'CLARION_LOG_RETENTION_DAYS', 30, 1),
   };

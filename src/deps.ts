@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import pino, { type Logger } from 'pino';
 import { uuidv7 } from 'uuidv7';
 import type { Config } from './config.js';
+import { type Queue, type QueueOptions, createQueue } from './queue/index.js';
 import { Secrets, loadRootKey } from './secrets.js';
 import { type Storage, openStorage } from './storage/db.js';
 import type { CoreTables } from './storage/schema.js';
@@ -24,6 +25,8 @@ export interface Deps {
   clock: Clock;
   ids: Ids;
   secrets: Secrets;
+  /** Durable jobs in the same database (embedded queue on SQLite, pg-boss on PostgreSQL). */
+  queue: Queue;
 }
 
 export const systemClock: Clock = { now: () => new Date() };
@@ -53,19 +56,33 @@ export interface BuildDepsOverrides {
   clock?: Clock;
   ids?: Ids;
   secrets?: Secrets;
+  queue?: QueueOptions;
 }
 
 export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): Deps {
   const storage =
     overrides.storage ??
     openStorage({ databaseUrl: config.databaseUrl, sqliteFile: path.join(config.dataDir, 'clarion.sqlite') });
+  const logger = overrides.logger ?? createLogger(config);
+  const clock = overrides.clock ?? systemClock;
+  const ids = overrides.ids ?? uuidIds;
   return {
     config,
     storage,
     db: storage.db,
-    logger: overrides.logger ?? createLogger(config),
-    clock: overrides.clock ?? systemClock,
-    ids: overrides.ids ?? uuidIds,
+    logger,
+    clock,
+    ids,
     secrets: overrides.secrets ?? new Secrets(loadRootKey(config.secretKey, config.dataDir)),
+    queue: createQueue(storage, {
+      logger,
+      ids,
+      clock,
+      databaseUrl: config.databaseUrl,
+      lockMs: config.jobLockSeconds * 1000,
+      // pg-boss expires dead workers' locks during maintenance; run it as often as a lock can expire.
+      maintenanceIntervalSeconds: Math.min(30, config.jobLockSeconds),
+      ...overrides.queue,
+    }),
   };
 }

@@ -6,6 +6,7 @@ import { buildDeps } from './deps.js';
 import { bootstrapIfEmpty, createAccountWithEnvironment } from './modules/accounts/bootstrap.js';
 import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { signAccountToken } from './modules/auth/jwt.js';
+import { startWorkers } from './workers.js';
 
 const USAGE = `clarion <command> [options]
 
@@ -96,6 +97,7 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
   await deps.storage.migrate();
   const created = await bootstrapIfEmpty(deps);
   const app = role === 'worker' ? null : await buildApp(deps);
+  const workers = role === 'api' ? null : await startWorkers(deps);
   if (app) {
     await app.listen({ port: config.port, host: config.host });
     if (created) printCredentials(created, baseUrl(config));
@@ -108,6 +110,7 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
     deps.logger.info({ signal }, 'shutting down');
     // Stop taking requests first, then let workers finish or release their jobs, then close storage.
     await app?.close();
+    await workers?.stop();
     await deps.storage.close();
     process.exit(0);
   };

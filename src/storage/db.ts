@@ -37,7 +37,7 @@ export function openStorage(options: StorageOptions): Storage {
       ...(options.pgSchema ? { options: `-c search_path=${options.pgSchema}` } : {}),
     });
     const db = new Kysely<CoreTables>({ dialect: new PostgresDialect({ pool }) });
-    return wrap(db, 'postgres');
+    return wrap(db, 'postgres', options.pgSchema);
   }
   const file = options.sqliteFile ?? ':memory:';
   if (file !== ':memory:') fs.mkdirSync(path.dirname(file), { recursive: true });
@@ -70,7 +70,7 @@ const folderMigrations: MigrationProvider = {
   },
 };
 
-function wrap(db: Kysely<CoreTables>, dialect: Dialect): Storage {
+function wrap(db: Kysely<CoreTables>, dialect: Dialect, schema?: string): Storage {
   return {
     db,
     dialect,
@@ -78,6 +78,8 @@ function wrap(db: Kysely<CoreTables>, dialect: Dialect): Storage {
       const migrator = new Migrator({
         db,
         provider: folderMigrations,
+        // With a non-default search_path, Kysely must look for its own tables in that schema only.
+        ...(schema ? { migrationTableSchema: schema } : {}),
       });
       const { error, results } = await migrator.migrateToLatest();
       if (error) throw error instanceof Error ? error : new Error(String(error));

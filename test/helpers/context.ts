@@ -9,6 +9,7 @@ import { type Clock, type Deps, buildDeps } from '../../src/deps.js';
 import type { App } from '../../src/http/types.js';
 import { type CreatedAccount, createAccountWithEnvironment } from '../../src/modules/accounts/bootstrap.js';
 import { Secrets } from '../../src/secrets.js';
+import { type Workers, startWorkers } from '../../src/workers.js';
 import type { Dialect } from '../../src/storage/db.js';
 import { type TestStorage, createTestStorage } from './storage.js';
 
@@ -21,6 +22,8 @@ export interface TestContext {
   account: CreatedAccount;
   /** `{authorization: 'Bearer <key>'}` for the first account. */
   auth: { authorization: string };
+  /** Started with `{workers: true}`: the delivery workers of this context. */
+  workers?: Workers;
   newAccount(name?: string): Promise<CreatedAccount>;
   close(): Promise<void>;
 }
@@ -30,7 +33,14 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
   return { ...loadConfig({ CLARION_DATA_DIR: dataDir, LOG_LEVEL: 'silent' }), ...overrides };
 }
 
-export async function createTestContext(kind: Dialect, options: { config?: Partial<Config>; clock?: Clock } = {}): Promise<TestContext> {
+export interface TestContextOptions {
+  config?: Partial<Config>;
+  clock?: Clock;
+  /** Start the delivery workers (queue polling, channel executors); retries back off from 10 ms. */
+  workers?: boolean;
+}
+
+export async function createTestContext(kind: Dialect, options: TestContextOptions = {}): Promise<TestContext> {
   const storage = await createTestStorage(kind);
   const config = testConfig(options.config);
   const deps = buildDeps(config, {
@@ -38,11 +48,15 @@ export async function createTestContext(kind: Dialect, options: { config?: Parti
     logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     secrets: new Secrets(randomBytes(32)),
     ...(options.clock ? { clock: options.clock } : {}),
+    // Short polls keep tests quick; pg-boss tables live beside the test schema and go with it.
+    queue: { pollIntervalMs: 20, ...(storage.bossSchema ? { bossSchema: storage.bossSchema } : {}) },
   });
   const app = await buildApp(deps);
   await app.ready();
   const account = await createAccountWithEnvironment(deps, { name: 'Test account' });
+  const workers = options.workers ? await startWorkers(deps, { retryBaseMs: 10 }) : undefined;
   return {
+    workers,
     kind,
     deps,
     app,
@@ -51,6 +65,7 @@ export async function createTestContext(kind: Dialect, options: { config?: Parti
     auth: { authorization: `Bearer ${account.apiKey}` },
     newAccount: (name = 'Other account') => createAccountWithEnvironment(deps, { name }),
     async close() {
+      await workers?.stop();
       await app.close();
       await storage.destroy();
       fs.rmSync(config.dataDir, { recursive: true, force: true });

@@ -14,6 +14,9 @@ export interface TestStorage extends Storage {
   /** Opens a second Storage on the same database (another "process"). */
   reopen(): Storage;
   location: string;
+  /** PostgreSQL: the schema of this test database, and the one its pg-boss uses (dropped with it). */
+  pgSchema?: string;
+  bossSchema?: string;
 }
 
 /** A migrated, empty database: a temp SQLite file, or a fresh schema on the PostgreSQL server. */
@@ -32,12 +35,15 @@ export async function createTestStorage(kind: Dialect): Promise<TestStorage> {
     return {
       ...storage,
       location: `${url} schema ${schema}`,
+      pgSchema: schema,
+      bossSchema: `${schema}_boss`,
       reopen: open,
       async destroy() {
         await storage.close().catch(() => undefined);
         const client = new pg.Client({ connectionString: url });
         await client.connect();
-        await client.query(`drop schema ${schema} cascade`);
+        await client.query(`drop schema if exists ${schema} cascade`);
+        await client.query(`drop schema if exists ${schema}_boss cascade`);
         await client.end();
       },
     };

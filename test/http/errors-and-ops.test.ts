@@ -59,6 +59,20 @@ describe.each(STORAGE_KINDS)('errors, logs and operations (%s)', (kind) => {
     expect(res.json().error.code).toBe('INVALID_JSON');
   });
 
+  it('refuses prototype-poisoning JSON and accepts an empty JSON body on DELETE', async () => {
+    const poisoned = await app.inject({
+      method: 'POST',
+      url: '/environments',
+      headers: { ...auth(), 'content-type': 'application/json' },
+      payload: '{"title":"x","__proto__":{"admin":true}}',
+    });
+    expect(poisoned.statusCode).toBe(400);
+    expect(poisoned.json().error.code).toBe('INVALID_JSON');
+    const created = (await app.inject({ method: 'POST', url: '/keys', headers: auth(), payload: { name: 'tmp' } })).json();
+    const del = await app.inject({ method: 'DELETE', url: `/keys/${created.id}`, headers: { ...auth(), 'content-type': 'application/json' } });
+    expect(del.statusCode).toBe(200);
+  });
+
   it('reads a JSON body sent without Content-Type (as in-app clients do)', async () => {
     const res = await app.inject({ method: 'POST', url: '/environments', headers: auth(), payload: Buffer.from('{"title":"no header"}') });
     expect(res.statusCode).toBe(200);

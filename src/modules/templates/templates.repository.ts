@@ -44,6 +44,19 @@ export class TemplatesRepository {
       .executeTakeFirst();
   }
 
+  /** Whether the notification has a template with this id on any channel (send-time warning). */
+  async anyWithId(accountId: string, envId: string, notificationId: string, templateId: string): Promise<boolean> {
+    const row = await this.q
+      .selectFrom('templates')
+      .select('template_id')
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('notification_id', '=', notificationId)
+      .where('template_id', '=', templateId)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   /** False when the template id is taken. */
   async insertIfMissing(row: TemplateRow): Promise<boolean> {
     const result = await this.q

@@ -1,0 +1,140 @@
+import type { Deps } from '../../deps.js';
+import { AppError, invalid, notFound } from '../../errors.js';
+import type { Queue } from '../../queue/port.js';
+import type { AuthContext } from '../auth/auth.service.js';
+import { LOG_CHANNELS } from '../sending/channels.js';
+import { MessagesRepository } from '../sending/messages.repository.js';
+import type { MessageRow } from '../sending/sending.tables.js';
+import { type LogRecord, logStatus, toLogRecord } from './log-record.js';
+import { type LogFilters, LogsRepository } from './logs.repository.js';
+
+export const MAX_TRACKING_IDS = 25;
+/** A query answers at most this many logs, newest first. */
+export const MAX_QUERY_RESULTS = 5000;
+export const LOG_QUERY_JOB = 'logs.query';
+export const LOG_STATUSES = ['scheduled', 'canceled', 'processing', 'failed', 'sent', 'delivered', 'skipped'] as const;
+
+export interface LogQueryInput {
+  dateRangeFilter?: number[];
+  userFilter?: string;
+  envIdFilter?: string[];
+  statusFilter?: string;
+  channelFilter?: string[];
+  notificationFilter?: string[];
+}
+
+/** Unix timestamps in seconds (as the SDK sends), also accepted in milliseconds. */
+const toIso = (ts: number) => new Date(ts > 1e12 ? ts : ts * 1000).toISOString();
+
+export class LogsService {
+  private readonly messages: MessagesRepository;
+  private readonly repo: LogsRepository;
+
+  constructor(
+    private readonly deps: Deps,
+    private readonly queue: Queue,
+  ) {
+    this.messages = new MessagesRepository(deps.db);
+    this.repo = new LogsRepository(deps.db);
+  }
+
+  async byTrackingIds(auth: AuthContext, trackingIds: string[]): Promise<LogRecord[]> {
+    const ids = [...new Set(trackingIds.map((s) => s.trim()).filter(Boolean))];
+    if (ids.length === 0) throw invalid('No tracking id given.', 'Pass one or more trackingIds, comma separated.');
+    if (ids.length > MAX_TRACKING_IDS) {
+      throw new AppError('TOO_MANY_TRACKING_IDS', `At most ${MAX_TRACKING_IDS} tracking ids per request; got ${ids.length}.`, 'Split the lookup, or use POST /logs/query.');
+    }
+    const rows = (await this.messages.messagesByIds(auth.accountId, ids)).filter((m) => auth.envId === null || m.env_id === auth.envId);
+    return this.records(rows);
+  }
+
+  async startQuery(auth: AuthContext, input: LogQueryInput): Promise<string> {
+    const filters = this.filters(auth, input);
+    const id = this.deps.ids.uuid();
+    await this.deps.db.transaction().execute(async (trx) => {
+      await new LogsRepository(trx).insertQuery({
+        id,
+        account_id: auth.accountId,
+        env_id: auth.envId,
+        filters: JSON.stringify({ ...filters, rawStatus: input.statusFilter ?? null, rawChannels: input.channelFilter ?? null }),
+        status: 'Running',
+        result: null,
+        error: null,
+        created_at: this.deps.clock.now().toISOString(),
+        completed_at: null,
+      });
+      await this.queue.enqueue(trx, LOG_QUERY_JOB, { queryId: id });
+    });
+    return id;
+  }
+
+  async queryResult(auth: AuthContext, queryId: string): Promise<{ status: string; logs?: LogRecord[]; error?: string }> {
+    const row = await this.repo.findQuery(auth.accountId, queryId);
+    if (!row) throw notFound('Log query', queryId, 'Start one with POST /logs/query.');
+    if (row.status === 'Running') return { status: 'Running' };
+    if (row.status === 'Failed') return { status: 'Failed', error: row.error ?? 'query failed' };
+    return { status: 'Complete', logs: JSON.parse(row.result ?? '[]') };
+  }
+
+  /** The job: runs a stored query and stores its result. */
+  async runQuery(queryId: string): Promise<void> {
+    const row = await this.repo.findQueryForWork(queryId);
+    if (!row || row.status !== 'Running') return;
+    const stored = JSON.parse(row.filters) as LogFilters & { rawStatus: string | null; rawChannels: string[] | null };
+    const candidates = await this.repo.findMessages(stored, MAX_QUERY_RESULTS * 4);
+    const deliveries = await this.messages.deliveriesOf(candidates.map((m) => m.tracking_id));
+    const byMessage = groupBy(deliveries, (d) => d.tracking_id);
+    const logs: LogRecord[] = [];
+    for (const message of candidates) {
+      const own = byMessage.get(message.tracking_id) ?? [];
+      if (stored.rawStatus && logStatus(message, own) !== stored.rawStatus) continue;
+      if (stored.rawChannels?.length && !own.some((d) => d.routing === 'SEND' && stored.rawChannels!.includes(d.channel))) continue;
+      logs.push(toLogRecord(message, own));
+      if (logs.length >= MAX_QUERY_RESULTS) break;
+    }
+    await this.repo.completeQuery(queryId, JSON.stringify(logs), this.deps.clock.now().toISOString());
+  }
+
+  private filters(auth: AuthContext, input: LogQueryInput): LogFilters {
+    const range = input.dateRangeFilter;
+    if (range !== undefined) {
+      if (range.length !== 2) throw invalid(`dateRangeFilter must have exactly 2 items; got ${range.length}.`, 'Pass [startUnixSeconds, endUnixSeconds].');
+      if (range.some((n) => !Number.isFinite(n) || n < 0)) throw invalid('dateRangeFilter items must be unix timestamps.');
+      if (range[0] > range[1]) throw invalid('dateRangeFilter start is after its end.', 'Pass [start, end] with start <= end.');
+    }
+    if (input.statusFilter !== undefined && !(LOG_STATUSES as readonly string[]).includes(input.statusFilter)) {
+      throw invalid(`statusFilter "${input.statusFilter}" is not one of ${LOG_STATUSES.join(', ')}.`);
+    }
+    for (const channel of input.channelFilter ?? []) {
+      if (!(LOG_CHANNELS as readonly string[]).includes(channel)) throw invalid(`channelFilter "${channel}" is not one of ${LOG_CHANNELS.join(', ')}.`);
+    }
+    // An environment-bound caller only ever sees its environment, whatever envIdFilter says.
+    let envIds = input.envIdFilter?.length ? input.envIdFilter : null;
+    if (auth.envId !== null) envIds = envIds ? envIds.filter((e) => e === auth.envId) : [auth.envId];
+    return {
+      accountId: auth.accountId,
+      envIds,
+      from: range ? toIso(range[0]) : null,
+      // The end is inclusive to the second.
+      to: range ? new Date(new Date(toIso(range[1])).getTime() + (range[1] > 1e12 ? 0 : 999)).toISOString() : null,
+      userId: input.userFilter ?? null,
+      notificationIds: input.notificationFilter?.length ? input.notificationFilter : null,
+    };
+  }
+
+  private async records(rows: MessageRow[]): Promise<LogRecord[]> {
+    const byMessage = groupBy(await this.messages.deliveriesOf(rows.map((m) => m.tracking_id)), (d) => d.tracking_id);
+    return rows.map((m) => toLogRecord(m, byMessage.get(m.tracking_id) ?? []));
+  }
+}
+
+function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
+  const map = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = map.get(k);
+    if (list) list.push(item);
+    else map.set(k, [item]);
+  }
+  return map;
+}

@@ -1,0 +1,238 @@
+import type { Deps } from '../../deps.js';
+import { DeliveryError } from '../../channels/types.js';
+import { backoffDelay } from '../../queue/runner.js';
+import { type Queue, RetryJobError } from '../../queue/port.js';
+import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.js';
+import { renderChannelContent } from '../../rendering/content.js';
+import type { Channel } from '../../http/schemas.js';
+import { componentResolver } from '../components/components.service.js';
+import { EnvironmentsRepository } from '../environments/environments.repository.js';
+import { TemplatesService } from '../templates/templates.service.js';
+import { ensureType } from '../types/types.service.js';
+import { UsersService } from '../users/users.service.js';
+import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
+import type { Executors } from './executors.js';
+import { MessagesRepository } from './messages.repository.js';
+import { routeChannels } from './routing.js';
+import type { SendBody } from './sending.schemas.js';
+import { PROCESS_MESSAGE_JOB, normalizeSend } from './sending.service.js';
+import type { DeliveryRow, MessageRow } from './sending.tables.js';
+
+export const DELIVER_JOB = 'delivery.run';
+/** Provider calls per delivery before a transient failure becomes final. */
+export const MAX_DELIVERY_ATTEMPTS = 6;
+
+/**
+ * The delivery engine: `message.process` decides routing and renders content, then one
+ * `delivery.run` job per channel calls the provider. Both are idempotent: a job re-run after a
+ * crash finds its work already committed, or redoes a provider call with the same message id.
+ */
+export class DeliveryWorker {
+  private readonly users: UsersService;
+  private readonly templates: TemplatesService;
+
+  constructor(
+    private readonly deps: Deps,
+    private readonly queue: Queue,
+    private readonly executors: Executors,
+    /** Base of the exponential backoff between provider attempts (jittered, capped at an hour). */
+    private readonly retryBaseMs = 2000,
+  ) {
+    this.users = new UsersService(deps);
+    this.templates = new TemplatesService(deps);
+  }
+
+  register(options: { concurrency?: number } = {}): void {
+    this.queue.work<{ trackingId: string }>(PROCESS_MESSAGE_JOB, (data) => this.processMessage(data.trackingId), { concurrency: options.concurrency ?? 8 });
+    this.queue.work<{ deliveryId: string }>(DELIVER_JOB, (data) => this.runDelivery(data.deliveryId), { concurrency: options.concurrency ?? 16 });
+  }
+
+  async processMessage(trackingId: string): Promise<void> {
+    const repo = new MessagesRepository(this.deps.db);
+    const message = await repo.findMessageForWork(trackingId);
+    if (!message || (message.state !== 'queued' && message.state !== 'scheduled')) return;
+    const now = this.deps.clock.now().toISOString();
+    const body = JSON.parse(message.request) as SendBody;
+    const send = normalizeSend({ ...body, to: body.to ?? body.user ?? { id: message.user_id } });
+
+    const user = await this.users.get(message.account_id, message.env_id, message.user_id);
+    const env = await new EnvironmentsRepository(this.deps.db).find(message.account_id, message.env_id);
+    if (!user || !env) {
+      await repo.updateMessage(
+        trackingId,
+        { state: 'failed', processed_at: now, failed_at: now, failed_code: user ? 'ENVIRONMENT_DELETED' : 'USER_DELETED', failed_internal: 'the recipient or environment was deleted before delivery' },
+        ['queued', 'scheduled'],
+      );
+      return;
+    }
+    const type = await ensureType(this.deps, message.account_id, message.env_id, message.notification_id);
+
+    const contents = new Map<SendChannel, Record<string, unknown>>();
+    for (const { channel } of SEND_CHANNELS) {
+      const inline = this.executors[channel]?.fromInline(body) ?? inlineOf(body, channel);
+      if (inline) contents.set(channel, inline);
+      else {
+        const template = await this.templates.resolveTemplate(message.account_id, message.env_id, message.notification_id, channel, body.templateId);
+        if (template) contents.set(channel, template.content as Record<string, unknown>);
+      }
+    }
+
+    const suppressed = new Set(Object.keys(await this.users.suppressions(message.account_id, message.env_id, user.id)));
+    const decisions = routeChannels({
+      forceChannels: body.forceChannels as Channel[] | undefined,
+      withContent: new Set(contents.keys()),
+      type: { enabled: type.enabled, channels: type.channels },
+      user: { ...user, suppressed },
+      disabledForEnvironment: JSON.parse(env.disable_sending) as Channel[],
+      available: new Set(Object.keys(this.executors) as SendChannel[]),
+    });
+
+    const context = buildRenderContext(send.parameters, user as unknown as Record<string, unknown>);
+    const resolveComponents = componentResolver(this.deps, message.account_id, message.env_id);
+    const rows: DeliveryRow[] = [];
+    for (const decision of decisions) {
+      const base: DeliveryRow = {
+        id: this.deps.ids.uuid(),
+        tracking_id: trackingId,
+        account_id: message.account_id,
+        env_id: message.env_id,
+        channel: logNameOf(decision.channel),
+        routing: decision.routing,
+        routing_reason: decision.routing === 'SKIP' ? decision.reason : null,
+        status: decision.routing === 'SEND' ? 'pending' : 'skipped',
+        content: null,
+        preview: null,
+        attempts: 0,
+        sent_at: null,
+        delivered_at: null,
+        failed_at: null,
+        failed_code: null,
+        failed_internal: null,
+        provider_message_id: null,
+        extra: null,
+        created_at: now,
+        updated_at: now,
+      };
+      // Skipped channels with no content say nothing more; the rest are logged with their reason.
+      if (decision.routing === 'SKIP' && (decision.reason === 'NO_CONTENT' || decision.reason === 'NOT_IN_FORCE_CHANNELS')) {
+        rows.push(base);
+        continue;
+      }
+      if (decision.routing === 'SEND') {
+        try {
+          const rendered = await renderChannelContent(decision.channel, contents.get(decision.channel)!, context, { resolveComponents });
+          base.content = JSON.stringify(rendered);
+          base.preview = this.executors[decision.channel]!.preview(rendered).slice(0, 500);
+        } catch (err) {
+          if (!(err instanceof TemplateRenderError)) throw err;
+          Object.assign(base, { status: 'failed', failed_at: now, failed_code: 'TEMPLATE_RENDER_FAILED', failed_internal: err.message });
+        }
+      }
+      rows.push(base);
+    }
+
+    await this.deps.db.transaction().execute(async (trx) => {
+      const tx = new MessagesRepository(trx);
+      // Only the run that moves the message on writes its deliveries (a re-run after a crash finds it processed).
+      if (!(await tx.updateMessage(trackingId, { state: 'processed', processed_at: now }, ['queued', 'scheduled']))) return;
+      await tx.insertDeliveries(rows);
+      for (const row of rows) {
+        if (row.status === 'pending') await this.queue.enqueue(trx, DELIVER_JOB, { deliveryId: row.id }, { maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 });
+      }
+    });
+  }
+
+  async runDelivery(deliveryId: string): Promise<void> {
+    const repo = new MessagesRepository(this.deps.db);
+    const delivery = await repo.findDelivery(deliveryId);
+    if (!delivery || delivery.status !== 'pending') return;
+    const message = await repo.findMessageForWork(delivery.tracking_id);
+    const channel = SEND_CHANNELS.find((c) => c.log === delivery.channel)!.channel;
+    const executor = this.executors[channel];
+    if (!message || !executor) return;
+
+    const attempt = delivery.attempts + 1;
+    const started = this.deps.clock.now();
+    const elapsed = () => Math.max(0, this.deps.clock.now().getTime() - started.getTime());
+    try {
+      const outcome = await executor.deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}'), body: JSON.parse(message.request) });
+      const at = this.deps.clock.now().toISOString();
+      await this.deps.db.transaction().execute(async (trx) => {
+        const tx = new MessagesRepository(trx);
+        await tx.insertAttempt({ id: this.deps.ids.uuid(), delivery_id: deliveryId, attempt, started_at: started.toISOString(), duration_ms: elapsed(), outcome: 'success', provider_code: null, detail: outcome.result.response?.slice(0, 1000) ?? null });
+        await tx.updateDelivery(
+          deliveryId,
+          {
+            status: outcome.delivered ? 'delivered' : 'sent',
+            attempts: attempt,
+            sent_at: at,
+            delivered_at: outcome.delivered ? at : null,
+            provider_message_id: outcome.result.providerMessageId ?? null,
+            extra: outcome.extra ? JSON.stringify(outcome.extra) : null,
+            updated_at: at,
+          },
+          'pending',
+        );
+      });
+    } catch (err) {
+      const failure = err instanceof DeliveryError ? err : new DeliveryError('INTERNAL', errorText(err), { retryable: true });
+      const at = this.deps.clock.now().toISOString();
+      const retry = failure.retryable && attempt < MAX_DELIVERY_ATTEMPTS;
+      await this.deps.db.transaction().execute(async (trx) => {
+        const tx = new MessagesRepository(trx);
+        await tx.insertAttempt({
+          id: this.deps.ids.uuid(),
+          delivery_id: deliveryId,
+          attempt,
+          started_at: started.toISOString(),
+          duration_ms: elapsed(),
+          outcome: retry ? 'retry' : 'failed',
+          provider_code: failure.options.providerCode ?? failure.code,
+          detail: failure.message.slice(0, 1000),
+        });
+        await tx.updateDelivery(
+          deliveryId,
+          retry
+            ? { attempts: attempt, updated_at: at }
+            : {
+                attempts: attempt,
+                status: 'failed',
+                failed_at: at,
+                failed_code: failure.code,
+                failed_internal: failure.message.slice(0, 1000),
+                extra: JSON.stringify(failureFields(delivery.channel, failure)),
+                updated_at: at,
+              },
+          'pending',
+        );
+      });
+      if (retry) throw new RetryJobError(failure.message, failure.options.retryAfterMs ?? backoffDelay(attempt, { baseMs: this.retryBaseMs }));
+      if (failure.options.recipientInvalid && channel === 'EMAIL') {
+        await this.users.setSuppression(message.account_id, message.env_id, message.user_id, 'EMAIL', {
+          reason: 'Bounce',
+          details: { recipient: failure.options.recipient ?? message.user_email, diagnosticCode: failure.options.providerCode ?? failure.code, trackingId: message.tracking_id, at },
+        });
+      }
+    }
+  }
+}
+
+function inlineOf(body: SendBody, channel: SendChannel): Record<string, unknown> | null {
+  const key = SEND_CHANNELS.find((c) => c.channel === channel)!.body;
+  const value = (body as Record<string, unknown>)[key];
+  return value && typeof value === 'object' ? { ...(value as Record<string, unknown>) } : null;
+}
+
+function failureFields(channel: string, failure: DeliveryError): Record<string, unknown> {
+  if (channel !== 'email') return {};
+  return {
+    ...(failure.options.recipient ? { email_failed_recipient: failure.options.recipient } : {}),
+    ...(failure.options.providerCode ? { email_failed_diagnostic_code: failure.options.providerCode } : {}),
+  };
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export type { MessageRow };

@@ -1,0 +1,228 @@
+import { createHash } from 'node:crypto';
+import type { Deps } from '../../deps.js';
+import { AppError, invalid, notFound } from '../../errors.js';
+import type { Queue } from '../../queue/port.js';
+import { AccountsRepository } from '../accounts/accounts.repository.js';
+import { currentCycleStart } from '../accounts/billing-cycle.js';
+import { validateInlineAttachments } from '../../channels/email/attachments.js';
+import { ensureType } from '../types/types.service.js';
+import { UsersService } from '../users/users.service.js';
+import { TemplatesRepository } from '../templates/templates.repository.js';
+import { IdempotencyRepository } from './idempotency.repository.js';
+import { MessagesRepository } from './messages.repository.js';
+import type { SendBody, SendResponse } from './sending.schemas.js';
+import type { MessageRow } from './sending.tables.js';
+import { UsageRepository } from './usage.repository.js';
+
+export const PROCESS_MESSAGE_JOB = 'message.process';
+const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
+const MAX_SCHEDULE_AHEAD_MS = 366 * 24 * 3600 * 1000;
+
+export interface SendContext {
+  accountId: string;
+  envId: string;
+  idempotencyKey?: string;
+  ip?: string;
+  agent?: string;
+}
+
+/** The send request once aliases (notificationId, user, mergeTags, secondaryId) are folded in. */
+export interface NormalizedSend {
+  type: string;
+  to: Record<string, unknown>;
+  parameters: Record<string, unknown>;
+  subNotificationId?: string;
+  body: SendBody;
+}
+
+export function normalizeSend(body: SendBody): NormalizedSend {
+  const type = body.type ?? body.notificationId;
+  if (!type) throw invalid('type is required: the notification type id of this send.', 'Add "type": "order_shipped" (created automatically when new).');
+  const to = body.to ?? body.user;
+  if (!to) throw invalid('to is required: the recipient user.', 'Add "to": {"id": "user-1", "email": "..."}.');
+  return {
+    type,
+    to,
+    parameters: (body.parameters ?? body.mergeTags ?? {}) as Record<string, unknown>,
+    subNotificationId: body.subNotificationId ?? body.secondaryId,
+    body,
+  };
+}
+
+/** ISO 8601 date-time; a past time means now (null), more than a year ahead is refused. */
+export function parseSchedule(schedule: string | undefined, now: Date): Date | null {
+  if (schedule === undefined || schedule === '') return null;
+  const at = /^\d{4}-\d{2}-\d{2}/.test(schedule) ? new Date(schedule) : new Date(Number.NaN);
+  if (Number.isNaN(at.getTime())) {
+    throw invalid(`schedule "${schedule}" is not an ISO 8601 date-time.`, 'Use e.g. "2026-12-01T09:00:00Z".');
+  }
+  if (at.getTime() - now.getTime() > MAX_SCHEDULE_AHEAD_MS) throw invalid('schedule is more than one year ahead.', 'Schedule within the next 12 months.');
+  return at.getTime() <= now.getTime() ? null : at;
+}
+
+class IdempotentReplay extends Error {}
+
+export class SendingService {
+  private readonly users: UsersService;
+  constructor(
+    private readonly deps: Deps,
+    private readonly queue: Queue,
+  ) {
+    this.users = new UsersService(deps);
+  }
+
+  /** Accepts a send: answered only once the message and its job are committed together. */
+  async accept(ctx: SendContext, body: SendBody): Promise<SendResponse> {
+    const send = normalizeSend(body);
+    const now = this.deps.clock.now();
+    const runAt = parseSchedule(body.schedule, now);
+    validateInlineAttachments(body.options?.email?.attachments ?? []);
+
+    const requestHash = createHash('sha256').update(JSON.stringify(body)).digest('hex');
+    if (ctx.idempotencyKey) {
+      const replay = await this.replay(ctx.envId, ctx.idempotencyKey, requestHash, now);
+      if (replay) return replay;
+    }
+
+    const account = await new AccountsRepository(this.deps.db).find(ctx.accountId);
+    if (!account) throw new AppError('UNAUTHORIZED', 'The account of these credentials no longer exists.');
+    const cycle = currentCycleStart(account.anniversary_date, now);
+
+    const messages: string[] = [];
+    if (body.templateId && !(await this.templateExists(ctx, send.type, body.templateId))) {
+      messages.push(`templateId "${body.templateId}" was not found for "${send.type}"; the default template of each channel is used.`);
+    }
+
+    const trackingId = this.deps.ids.uuid();
+    const response: SendResponse = { trackingId, messages };
+    try {
+      await this.deps.db.transaction().execute(async (trx) => {
+        if (ctx.idempotencyKey) {
+          const fresh = await new IdempotencyRepository(trx).insert({
+            env_id: ctx.envId,
+            key: ctx.idempotencyKey,
+            request_hash: requestHash,
+            tracking_id: trackingId,
+            response: JSON.stringify(response),
+            created_at: now.toISOString(),
+          });
+          if (!fresh) throw new IdempotentReplay();
+        }
+        if (!(await new UsageRepository(trx).tryCount(ctx.accountId, cycle, account.messages_cap))) {
+          throw new AppError(
+            'USAGE_LIMIT_EXCEEDED',
+            `The account has used its ${account.messages_cap} messages for the billing cycle that started ${cycle}.`,
+            'Wait for the next cycle, or raise messagesCap (CLARION_DEFAULT_MESSAGES_CAP for new accounts).',
+          );
+        }
+        const user = await this.users.upsertFromRecipient(ctx.accountId, ctx.envId, send.to, trx);
+        await ensureType(this.deps, ctx.accountId, ctx.envId, send.type, trx);
+        const row: MessageRow = {
+          tracking_id: trackingId,
+          account_id: ctx.accountId,
+          env_id: ctx.envId,
+          notification_id: send.type,
+          user_id: user.id,
+          user_email: user.email ?? null,
+          user_number: user.number ?? null,
+          template_id: body.templateId ?? null,
+          sub_notification_id: send.subNotificationId ?? null,
+          request: JSON.stringify(body),
+          state: runAt ? 'scheduled' : 'queued',
+          job_id: null,
+          ip: ctx.ip ?? null,
+          agent: ctx.agent ?? null,
+          received_at: now.toISOString(),
+          processed_at: null,
+          scheduled_for: runAt?.toISOString() ?? null,
+          schedule_updated_at: null,
+          schedule_updated_to: null,
+          schedule_deleted_at: null,
+          failed_at: null,
+          failed_code: null,
+          failed_internal: null,
+        };
+        const repo = new MessagesRepository(trx);
+        await repo.insertMessage(row);
+        const jobId = await this.queue.enqueue(trx, PROCESS_MESSAGE_JOB, { trackingId }, runAt ? { runAt } : {});
+        await repo.updateMessage(trackingId, { job_id: jobId });
+      });
+    } catch (err) {
+      if (err instanceof IdempotentReplay && ctx.idempotencyKey) {
+        const replay = await this.replay(ctx.envId, ctx.idempotencyKey, requestHash, now);
+        if (replay) return replay;
+      }
+      throw err;
+    }
+    return response;
+  }
+
+  /** Changes the body and/or time of a scheduled send that has not run yet. */
+  async updateSchedule(ctx: SendContext, trackingId: string, body: SendBody): Promise<void> {
+    const message = await this.scheduled(ctx, trackingId);
+    const now = this.deps.clock.now();
+    normalizeSend({ ...body, type: body.type ?? body.notificationId ?? message.notification_id, to: body.to ?? body.user ?? { id: message.user_id } });
+    const runAt = parseSchedule(body.schedule ?? message.scheduled_for ?? undefined, now) ?? now;
+    validateInlineAttachments(body.options?.email?.attachments ?? []);
+    const merged: SendBody = { ...JSON.parse(message.request), ...body };
+    await this.deps.db.transaction().execute(async (trx) => {
+      const repo = new MessagesRepository(trx);
+      const moved = message.job_id ? await this.queue.reschedule(trx, message.job_id, runAt, { trackingId }) : null;
+      if (!moved) throw new AppError('CONFLICT', 'This send is already being delivered; its schedule can no longer change.');
+      const ok = await repo.updateMessage(
+        trackingId,
+        {
+          request: JSON.stringify(merged),
+          job_id: typeof moved === 'string' ? moved : message.job_id,
+          scheduled_for: runAt.toISOString(),
+          schedule_updated_at: now.toISOString(),
+          schedule_updated_to: runAt.toISOString(),
+          state: 'scheduled',
+        },
+        ['scheduled'],
+      );
+      if (!ok) throw new AppError('CONFLICT', 'This send is no longer scheduled.');
+    });
+  }
+
+  async cancelSchedule(ctx: SendContext, trackingId: string): Promise<void> {
+    const message = await this.scheduled(ctx, trackingId);
+    await this.deps.db.transaction().execute(async (trx) => {
+      const canceled = message.job_id ? await this.queue.cancel(trx, message.job_id) : false;
+      if (!canceled) throw new AppError('CONFLICT', 'This send is already being delivered and cannot be canceled.');
+      await new MessagesRepository(trx).updateMessage(
+        trackingId,
+        { state: 'canceled', schedule_deleted_at: this.deps.clock.now().toISOString() },
+        ['scheduled'],
+      );
+    });
+  }
+
+  private async scheduled(ctx: SendContext, trackingId: string): Promise<MessageRow> {
+    const message = await new MessagesRepository(this.deps.db).findMessage(ctx.envId, trackingId);
+    if (!message) throw notFound('Scheduled send', trackingId);
+    if (message.state !== 'scheduled') {
+      throw new AppError('CONFLICT', `This send is ${message.state}, not scheduled.`, 'Only sends with a future schedule can be changed or canceled.');
+    }
+    return message;
+  }
+
+  private async replay(envId: string, key: string, requestHash: string, now: Date): Promise<SendResponse | null> {
+    const repo = new IdempotencyRepository(this.deps.db);
+    const previous = await repo.find(envId, key);
+    if (!previous) return null;
+    if (now.getTime() - new Date(previous.created_at).getTime() > IDEMPOTENCY_WINDOW_MS) {
+      // Expired: the key may be used again; the purge job removes it eventually.
+      await repo.purgeBefore(new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString());
+      return null;
+    }
+    if (previous.request_hash !== requestHash) {
+      throw new AppError('IDEMPOTENCY_CONFLICT', 'This Idempotency-Key was used with a different request body.', 'Use a new key for a different send.');
+    }
+    return JSON.parse(previous.response) as SendResponse;
+  }
+
+  private async templateExists(ctx: SendContext, notificationId: string, templateId: string): Promise<boolean> {
+    return new TemplatesRepository(this.deps.db).anyWithId(ctx.accountId, ctx.envId, notificationId, templateId);
+  }
+}

@@ -1,0 +1,41 @@
+import type { Kysely } from 'kysely';
+import type { CoreTables } from '../../storage/schema.js';
+import type { SendingDb, SendingTables } from './sending.tables.js';
+
+export class UsageRepository {
+  private readonly db: SendingDb;
+  constructor(db: Kysely<CoreTables> | Kysely<any>) {
+    this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
+  }
+
+  /**
+   * Counts one message against the cap of the cycle, atomically: false (and nothing counted)
+   * when the cap is already reached. Concurrent senders cannot overshoot: the guarded UPDATE
+   * serialises on the counter row.
+   */
+  async tryCount(accountId: string, cycleStart: string, cap: number): Promise<boolean> {
+    await this.db
+      .insertInto('usage_counters')
+      .values({ account_id: accountId, cycle_start: cycleStart, messages: 0 })
+      .onConflict((oc) => oc.columns(['account_id', 'cycle_start']).doNothing())
+      .execute();
+    const res = await this.db
+      .updateTable('usage_counters')
+      .set((eb) => ({ messages: eb('messages', '+', 1) }))
+      .where('account_id', '=', accountId)
+      .where('cycle_start', '=', cycleStart)
+      .where('messages', '<', cap)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) === 1;
+  }
+
+  async used(accountId: string, cycleStart: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('usage_counters')
+      .select('messages')
+      .where('account_id', '=', accountId)
+      .where('cycle_start', '=', cycleStart)
+      .executeTakeFirst();
+    return row?.messages ?? 0;
+  }
+}

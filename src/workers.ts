@@ -1,0 +1,59 @@
+import { EmailProviders } from './channels/email/registry.js';
+import type { Deps } from './deps.js';
+import { InappService } from './modules/inapp/inapp.service.js';
+import { LOG_QUERY_JOB, LogsService } from './modules/logs/logs.service.js';
+import { LogsRepository } from './modules/logs/logs.repository.js';
+import { DeliveryWorker } from './modules/sending/delivery.worker.js';
+import { type Executors, emailExecutor, inappExecutor } from './modules/sending/executors.js';
+import { IdempotencyRepository } from './modules/sending/idempotency.repository.js';
+import { MessagesRepository } from './modules/sending/messages.repository.js';
+
+export interface Workers {
+  /** Channels this process can deliver. */
+  executors: Executors;
+  worker: DeliveryWorker;
+  /** Purges old logs, idempotency keys and log queries once. */
+  purge(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const DAY_MS = 24 * 3600 * 1000;
+const PURGE_INTERVAL_MS = 3600 * 1000;
+
+/** Registers every job handler on the queue and starts working; the API process may run it too (role all). */
+export async function startWorkers(deps: Deps, options: { concurrency?: number; retryBaseMs?: number } = {}): Promise<Workers> {
+  const emailProviders = new EmailProviders(deps);
+  const executors: Executors = {
+    EMAIL: emailExecutor(deps.config, emailProviders),
+    INAPP_WEB: inappExecutor(new InappService(deps)),
+  };
+  const worker = new DeliveryWorker(deps, deps.queue, executors, options.retryBaseMs);
+  worker.register(options);
+  const logs = new LogsService(deps, deps.queue);
+  deps.queue.work<{ queryId: string }>(LOG_QUERY_JOB, (data) => logs.runQuery(data.queryId), { concurrency: 2 });
+  await deps.queue.start();
+
+  const purge = async () => {
+    const now = deps.clock.now().getTime();
+    const messages = new MessagesRepository(deps.db);
+    const before = new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString();
+    while ((await messages.purgeBefore(before)) > 0) {
+      // delete in batches so one purge never holds a long transaction
+    }
+    await new IdempotencyRepository(deps.db).purgeBefore(new Date(now - DAY_MS).toISOString());
+    await new LogsRepository(deps.db).purgeQueriesBefore(new Date(now - DAY_MS).toISOString());
+  };
+  const timer = setInterval(() => purge().catch((err) => deps.logger.warn({ err }, 'log retention purge failed')), PURGE_INTERVAL_MS);
+  timer.unref();
+
+  return {
+    executors,
+    worker,
+    purge,
+    async stop() {
+      clearInterval(timer);
+      await deps.queue.stop();
+      await emailProviders.close();
+    },
+  };
+}
