@@ -1,10 +1,8 @@
-import { EmailProviders } from './channels/email/registry.js';
 import type { Deps } from './deps.js';
-import { InappService } from './modules/inapp/inapp.service.js';
 import { LOG_QUERY_JOB, LogsService } from './modules/logs/logs.service.js';
 import { LogsRepository } from './modules/logs/logs.repository.js';
 import { DeliveryWorker } from './modules/sending/delivery.worker.js';
-import { type Executors, emailExecutor, inappExecutor } from './modules/sending/executors.js';
+import { type Executors, buildExecutors } from './modules/sending/executors/index.js';
 import { IdempotencyRepository } from './modules/sending/idempotency.repository.js';
 import { MessagesRepository } from './modules/sending/messages.repository.js';
 
@@ -22,11 +20,7 @@ const PURGE_INTERVAL_MS = 3600 * 1000;
 
 /** Registers every job handler on the queue and starts working; the API process may run it too (role all). */
 export async function startWorkers(deps: Deps, options: { concurrency?: number; retryBaseMs?: number } = {}): Promise<Workers> {
-  const emailProviders = new EmailProviders(deps);
-  const executors: Executors = {
-    EMAIL: emailExecutor(deps.config, emailProviders),
-    INAPP_WEB: inappExecutor(new InappService(deps)),
-  };
+  const { executors, close: closeExecutors } = buildExecutors(deps);
   const worker = new DeliveryWorker(deps, deps.queue, executors, options.retryBaseMs);
   worker.register(options);
   const logs = new LogsService(deps, deps.queue);
@@ -53,7 +47,7 @@ export async function startWorkers(deps: Deps, options: { concurrency?: number; 
     async stop() {
       clearInterval(timer);
       await deps.queue.stop();
-      await emailProviders.close();
+      await closeExecutors();
     },
   };
 }

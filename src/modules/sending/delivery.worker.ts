@@ -11,7 +11,8 @@ import { TemplatesService } from '../templates/templates.service.js';
 import { ensureType } from '../types/types.service.js';
 import { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
-import type { Executors } from './executors.js';
+import { applyPendingEvents } from './delivery-events.js';
+import type { Executors } from './executors/types.js';
 import { MessagesRepository } from './messages.repository.js';
 import { routeChannels } from './routing.js';
 import type { SendBody } from './sending.schemas.js';
@@ -174,6 +175,8 @@ export class DeliveryWorker {
           'pending',
         );
       });
+      // A provider's status report may have come in while the call was being committed.
+      if (outcome.result.providerMessageId) await applyPendingEvents(this.deps, delivery.channel, outcome.result.providerMessageId);
     } catch (err) {
       const failure = err instanceof DeliveryError ? err : new DeliveryError('INTERNAL', errorText(err), { retryable: true });
       const at = this.deps.clock.now().toISOString();

@@ -90,7 +90,20 @@ export type LogQueriesTable = {
   completed_at: string | null;
 }
 
+export type ProviderEventsTable = {
+  id: string;
+  channel: string;
+  provider_message_id: string;
+  status: 'delivered' | 'failed';
+  at: string;
+  code: string | null;
+  internal: string | null;
+  extra: string | null;
+  applied_at: string | null;
+};
+
 export type SendingTables = {
+  provider_events: ProviderEventsTable;
   messages: MessagesTable;
   deliveries: DeliveriesTable;
   delivery_attempts: DeliveryAttemptsTable;

@@ -1,0 +1,36 @@
+import type { DeliveryResult } from '../types.js';
+
+/** A mobile device token as stored on the user (spec: PushToken). */
+export interface PushToken {
+  type: 'FCM' | 'APN';
+  token: string;
+  device: { device_id: string; app_id?: string; ad_id?: string; platform?: string; manufacturer?: string; model?: string };
+  /** For APN: 'production' goes to the production host, anything else ('sandbox', 'undefined') to sandbox. */
+  environment?: string;
+}
+
+/** One mobile push for one device (send: mobile_push + options.apn / options.fcm / options.push). */
+export interface MobilePushMessage {
+  title: string;
+  message: string;
+  /** options.push.customData: at most 3 string pairs, in both APN and FCM payloads. */
+  customData?: Record<string, string>;
+  apn?: { expiry?: number; priority?: number; collapseId?: string; threadId?: string; badge?: number; sound?: string; contentAvailable?: boolean };
+  fcm?: { android?: { collapseKey?: string; priority?: 'high' | 'normal'; ttl?: number; restrictedPackageName?: string } };
+}
+
+export interface PushScope {
+  accountId: string;
+  envId: string;
+}
+
+/**
+ * One provider per token type. Throws DeliveryError: `recipientInvalid: true` for a token the
+ * provider says is gone (APNs BadDeviceToken/Unregistered, FCM UNREGISTERED/INVALID_ARGUMENT),
+ * so the caller removes it from the user; `retryable` for transient failures;
+ * code NOT_CONFIGURED when the environment has no credentials for this provider.
+ */
+export interface MobilePushProvider {
+  send(scope: PushScope, token: PushToken, message: MobilePushMessage): Promise<DeliveryResult>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,47 @@
+import type { EmailProviders } from '../../../channels/email/registry.js';
+import { DeliveryError, type EmailAttachment } from '../../../channels/types.js';
+import type { Config } from '../../../config.js';
+import { type ChannelExecutor, str } from './types.js';
+
+export function emailExecutor(config: Config, providers: EmailProviders): ChannelExecutor {
+  return {
+    fromInline: (body) => (body.email ? { ...body.email } : null),
+    preview: (c) => str(c.subject) ?? '',
+    async deliver({ delivery, message, content, body }) {
+      const options = body.options?.email ?? {};
+      const provider = await providers.forEnvironment(message.account_id, message.env_id);
+      const to = message.user_email;
+      if (!to) throw new DeliveryError('NO_EMAIL', 'the user has no email address', { retryable: false });
+      const attachments = (options.attachments ?? []).map(
+        (a): EmailAttachment => (a.content ? { filename: a.filename, content: a.content, contentType: a.contentType } : { filename: a.filename, url: a.url ?? '', contentType: a.contentType }),
+      );
+      // One Message-ID per delivery: a retry or a redelivery after a crash carries the same id.
+      const messageId = `${delivery.id}@clarion`;
+      const result = await provider.send({
+        from: {
+          address: options.fromAddress ?? str(content.senderEmail) ?? config.defaultFromAddress,
+          name: options.fromName ?? str(content.senderName) ?? config.defaultFromName,
+        },
+        to: { address: to },
+        replyTo: options.replyToAddresses,
+        cc: options.ccAddresses,
+        bcc: options.bccAddresses,
+        subject: str(content.subject) ?? '',
+        html: str(content.html) ?? '',
+        previewText: str(content.previewText),
+        attachments,
+        messageId,
+        meta: { accountId: message.account_id, envId: message.env_id, trackingId: message.tracking_id, userId: message.user_id },
+      });
+      return {
+        result,
+        extra: {
+          // As it appears in the Message-ID header, angle brackets included.
+          email_sent_message_id: `<${(result.providerMessageId ?? messageId).replace(/^<|>$/g, '')}>`,
+          ...(provider.name === 'outbox' ? { email_sent_internal: 'kept in the local outbox: no SMTP server is configured (GET /outbox)' } : {}),
+        },
+      };
+    },
+  };
+}
+

@@ -1,0 +1,36 @@
+import type { DeliveryResult } from '../../../channels/types.js';
+import type { SendChannel } from '../channels.js';
+import type { SendBody } from '../sending.schemas.js';
+import type { DeliveryRow, MessageRow } from '../sending.tables.js';
+
+/** What a channel needs to deliver one rendered content to one user. */
+export interface DeliverInput {
+  delivery: DeliveryRow;
+  message: MessageRow;
+  /** Rendered content as stored on the delivery (the same on every retry). */
+  content: Record<string, unknown>;
+  body: SendBody;
+}
+
+export interface DeliverOutcome {
+  result: DeliveryResult;
+  /** The channel confirms receipt itself (in-app: stored in the user's inbox). */
+  delivered?: boolean;
+  /** Channel-specific log fields, e.g. email_sent_message_id. */
+  extra?: Record<string, unknown>;
+}
+
+export interface ChannelExecutor {
+  /** Maps inline content of the send body to the channel's template-shaped content. */
+  fromInline(body: SendBody): Record<string, unknown> | null;
+  preview(content: Record<string, unknown>): string;
+  deliver(input: DeliverInput): Promise<DeliverOutcome>;
+}
+
+/** A string field of rendered content, or undefined. */
+export const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+
+/** An executor that holds connections (pools, HTTP/2 sessions) to close at shutdown. */
+export type ManagedExecutor = ChannelExecutor & { close?(): Promise<void> };
+
+export type Executors = Partial<Record<SendChannel, ManagedExecutor>>;
