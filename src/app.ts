@@ -13,7 +13,12 @@ import { accountRoutes } from './modules/accounts/accounts.routes.js';
 import { environmentRoutes } from './modules/environments/environments.routes.js';
 import { keyRoutes } from './modules/keys/keys.routes.js';
 import { logRoutes } from './modules/logs/logs.routes.js';
+import { apnRoutes } from './modules/push/apn.routes.js';
+import { fcmRoutes } from './modules/push/fcm.routes.js';
+import { webPushRoutes } from './modules/push/web-push.routes.js';
 import { sendingRoutes } from './modules/sending/sending.routes.js';
+import { slackRoutes } from './modules/slack/slack.routes.js';
+import { telephonyRoutes } from './modules/telephony/telephony.routes.js';
 import { systemRoutes } from './modules/system/system.routes.js';
 import { inappRoutes } from './modules/inapp/inapp.routes.js';
 import { outboxRoutes } from './modules/outbox/outbox.routes.js';
@@ -88,6 +93,11 @@ export async function buildApp(deps: Deps): Promise<App> {
   await inappRoutes(app, deps);
   sendingRoutes(app, deps, deps.queue);
   logRoutes(app, deps, deps.queue);
+  await telephonyRoutes(app, deps);
+  await webPushRoutes(app, deps);
+  await apnRoutes(app, deps);
+  await fcmRoutes(app, deps);
+  await slackRoutes(app, deps);
 
   return app;
 }

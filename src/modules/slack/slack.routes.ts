@@ -1,0 +1,5 @@
+import type { Deps } from '../../deps.js';
+import type { App } from '../../http/types.js';
+
+/** Registered in app.ts; filled in by its channel module. */
+export async function slackRoutes(_app: App, _deps: Deps): Promise<void> {}
