@@ -40,8 +40,9 @@ export async function buildApp(deps: Deps): Promise<App> {
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  // Clients send an empty body with Content-Type: application/json on DELETE (the official SDK
-  // does), and some send JSON without any Content-Type: both are read as JSON, empty as none.
+  // Every body of this API is JSON. Clients send an empty body with Content-Type:
+  // application/json on DELETE (the official SDK does), and some send JSON without any or with
+  // another Content-Type: all are read as JSON, empty as none.
   app.removeContentTypeParser('application/json');
   const parseJson = (_req: unknown, body: string | Buffer, done: (err: Error | null, body?: unknown) => void) => {
     const text = String(body);
@@ -53,7 +54,9 @@ export async function buildApp(deps: Deps): Promise<App> {
       done(new SyntaxError('invalid JSON body'), undefined);
     }
   };
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
+  // The published in-app client posts JSON through fetch() with a string body: text/plain.
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser(['application/json', 'text/plain'], { parseAs: 'string' }, parseJson);
   app.addContentTypeParser('*', { parseAs: 'string' }, parseJson);
 
   app.addSchema(ErrorBodySchema);

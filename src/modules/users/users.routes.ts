@@ -1,4 +1,3 @@
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Deps } from '../../deps.js';
 import { invalid } from '../../errors.js';
@@ -66,43 +65,26 @@ export function userRoutes(app: App, deps: Deps): void {
     (req) => service.list(req.auth.accountId, requireEnv(req.auth), { limit: req.query.limit, nextToken: req.query.nextToken }),
   );
 
-  // The pingram SDK sends "Content-Type: application/json" with an empty body on DELETE, which
-  // Fastify's JSON parser refuses (FST_ERR_CTP_EMPTY_JSON_BODY). These DELETE routes read an
-  // empty JSON body as no body. Redundant once app.ts parses empty JSON bodies leniently.
-  app.register(async (plugin) => {
-    const scope = plugin.withTypeProvider<TypeBoxTypeProvider>();
-    scope.removeContentTypeParser('application/json');
-    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-      const text = String(body);
-      if (text.trim() === '') return done(null, undefined);
-      try {
-        done(null, JSON.parse(text));
-      } catch {
-        done(new SyntaxError('invalid JSON body'), undefined);
-      }
-    });
+  app.delete(
+    '/users/:userId',
+    { schema: { tags, summary: 'Delete a user', params: UserIdParams, querystring: EnvQuery, response: withErrors({ 200: MessageSchema }) } },
+    async (req) => {
+      await service.delete(req.auth.accountId, requireEnv(req.auth), req.params.userId);
+      return { message: 'User deleted' };
+    },
+  );
 
-    scope.delete(
-      '/users/:userId',
-      { schema: { tags, summary: 'Delete a user', params: UserIdParams, querystring: EnvQuery, response: withErrors({ 200: MessageSchema }) } },
-      async (req) => {
-        await service.delete(req.auth.accountId, requireEnv(req.auth), req.params.userId);
-        return { message: 'User deleted' };
+  app.delete(
+    '/user_suppression/:userId/channel/:channel',
+    {
+      schema: {
+        tags,
+        summary: 'Remove the suppression of a user for one channel',
+        params: SuppressionParams,
+        querystring: EnvQuery,
+        response: withErrors({ 200: Type.Object({ user }) }),
       },
-    );
-
-    scope.delete(
-      '/user_suppression/:userId/channel/:channel',
-      {
-        schema: {
-          tags,
-          summary: 'Remove the suppression of a user for one channel',
-          params: SuppressionParams,
-          querystring: EnvQuery,
-          response: withErrors({ 200: Type.Object({ user }) }),
-        },
-      },
-      async (req) => ({ user: await service.clearSuppression(req.auth.accountId, requireEnv(req.auth), req.params.userId, req.params.channel) }),
-    );
-  });
+    },
+    async (req) => ({ user: await service.clearSuppression(req.auth.accountId, requireEnv(req.auth), req.params.userId, req.params.channel) }),
+  );
 }
