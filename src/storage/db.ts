@@ -47,8 +47,33 @@ export function openStorage(options: StorageOptions): Storage {
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
-  const db = new Kysely<CoreTables>({ dialect: new SqliteDialect({ database }) });
+  const db = new Kysely<CoreTables>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) });
   return wrap(db, 'sqlite');
+}
+
+/**
+ * Kysely prepares every query anew; preparing is a large share of a short query's cost on
+ * better-sqlite3. Prepared statements are reusable, so keep them by SQL text (bounded: queries
+ * with IN-lists of varying length make many texts).
+ */
+function withStatementCache(database: SQLite.Database, max = 1000): SQLite.Database {
+  const cache = new Map<string, SQLite.Statement>();
+  const prepare = (source: string) => {
+    let statement = cache.get(source);
+    if (!statement) {
+      if (cache.size >= max) cache.clear();
+      statement = database.prepare(source);
+      cache.set(source, statement);
+    }
+    return statement;
+  };
+  return new Proxy(database, {
+    get(target, prop) {
+      if (prop === 'prepare') return prepare;
+      const value = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
 }
 
 const migrationFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');

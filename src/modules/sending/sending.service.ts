@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import type { Queue } from '../../queue/port.js';
+import { GroupCommit } from '../../storage/group-commit.js';
 import { AccountsRepository } from '../accounts/accounts.repository.js';
 import { currentCycleStart } from '../accounts/billing-cycle.js';
 import { validateInlineAttachments } from '../../channels/email/attachments.js';
@@ -64,11 +65,13 @@ class IdempotentReplay extends Error {}
 
 export class SendingService {
   private readonly users: UsersService;
+  private readonly commits: GroupCommit;
   constructor(
     private readonly deps: Deps,
     private readonly queue: Queue,
   ) {
     this.users = new UsersService(deps);
+    this.commits = new GroupCommit(deps.db);
   }
 
   /** Accepts a send: answered only once the message and its job are committed together. */
@@ -96,7 +99,7 @@ export class SendingService {
     const trackingId = this.deps.ids.uuid();
     const response: SendResponse = { trackingId, messages };
     try {
-      await this.deps.db.transaction().execute(async (trx) => {
+      await this.commits.run(async (trx) => {
         if (ctx.idempotencyKey) {
           const fresh = await new IdempotencyRepository(trx).insert({
             env_id: ctx.envId,

@@ -1,0 +1,77 @@
+// npm run bench: Clarion against a raw baseline measured in the same run on the same machine.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { clarionDelivery, rawNodemailer } from './email-delivery.js';
+import { freePort, load, start, stop } from './lib.js';
+
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const EMAILS = Number(process.env.BENCH_EMAILS ?? 2000);
+
+const SEND_BODY = {
+  type: 'bench_welcome',
+  to: { id: 'bench-user', email: 'bench@example.com' },
+  parameters: { name: 'Ada' },
+  inapp: { title: 'Welcome {{ name }}', url: 'https://example.com/welcome' },
+};
+
+const fmt = (n: number, digits = 1) => n.toFixed(digits);
+
+async function acceptance() {
+  const basePort = await freePort();
+  const baseline = await start('bench/baseline-server.ts', [], { PORT: String(basePort) }, /listening/);
+  await load(`http://127.0.0.1:${basePort}/send`, SEND_BODY, {}, CONNECTIONS, 2); // warm-up
+  const bare = await load(`http://127.0.0.1:${basePort}/send`, SEND_BODY, {}, CONNECTIONS, SECONDS);
+  await stop(baseline.child);
+
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-bench-'));
+  try {
+    const port = await freePort();
+    // The embedded default: one process, API and workers, SQLite file. In-app deliveries run while it accepts.
+    const server = await start('src/main.ts', ['serve'], { CLARION_DATA_DIR: dataDir, PORT: String(port), DATABASE_URL: '' }, /API key\s+clarion_sk_\S+/);
+    const key = /API key\s+(clarion_sk_\S+)/.exec(server.out)![1];
+    const headers = { authorization: `Bearer ${key}` };
+    await load(`http://127.0.0.1:${port}/send`, SEND_BODY, headers, CONNECTIONS, 2);
+    const clarion = await load(`http://127.0.0.1:${port}/send`, SEND_BODY, headers, CONNECTIONS, SECONDS);
+    await stop(server.child);
+    return { bare, clarion };
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function main() {
+  console.log(`Clarion benchmarks on ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}`);
+
+  const { bare, clarion } = await acceptance();
+  if (clarion.non2xx || clarion.errors) console.log(`  note: Clarion answered ${clarion.non2xx} non-2xx and ${clarion.errors} errors`);
+  console.log(`\nSend acceptance, ${CONNECTIONS} connections, ${SECONDS} s (POST /send, in-app content, embedded SQLite):`);
+  console.log(`  bare Fastify route, same validation : ${fmt(bare.requestsPerSecond, 0)} req/s  p50 ${bare.p50Ms} ms  p99 ${bare.p99Ms} ms`);
+  console.log(`  Clarion                             : ${fmt(clarion.requestsPerSecond, 0)} req/s  p50 ${clarion.p50Ms} ms  p99 ${clarion.p99Ms} ms`);
+  console.log(`  ratio ${fmt((clarion.requestsPerSecond / bare.requestsPerSecond) * 100)}% of the bare route (target >= 50%), p99 ${clarion.p99Ms} ms (target < 50 ms)`);
+
+  const raw = await rawNodemailer(EMAILS);
+  const ours = await clarionDelivery(EMAILS);
+  console.log(`\nEmail delivery into a local SMTP sink, ${EMAILS} messages, pool of 5 connections:`);
+  console.log(`  raw nodemailer : ${fmt(raw, 0)} msg/s`);
+  console.log(`  Clarion worker : ${fmt(ours, 0)} msg/s`);
+  console.log(`  ratio ${fmt((ours / raw) * 100)}% of raw nodemailer (target >= 80%)`);
+
+  const webPushBench = path.join(import.meta.dirname, 'web-push.ts');
+  if (fs.existsSync(webPushBench)) {
+    const { runWebPushBench } = (await import(webPushBench)) as { runWebPushBench?: () => Promise<Record<string, number>> };
+    if (runWebPushBench) {
+      const wp = await runWebPushBench();
+      console.log('\nWeb push:', Object.entries(wp).map(([k, v]) => `${k} ${fmt(v)}`).join(', '));
+    }
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
