@@ -23,6 +23,12 @@ export interface Config {
   jobLockSeconds: number;
   defaultMessagesCap: number;
   logRetentionDays: number;
+  /** APNs gateway for tokens whose environment is 'production' (CLARION_APNS_PRODUCTION_URL). */
+  apnsProductionUrl: string;
+  /** APNs gateway for development builds' tokens (CLARION_APNS_SANDBOX_URL). */
+  apnsSandboxUrl: string;
+  /** PEM file of extra CA certificates trusted for the APNs gateways, beside the system roots (CLARION_APNS_CA_FILE). */
+  apnsCaFile?: string;
 }
 
 export class ConfigError extends Error {}
@@ -41,6 +47,20 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): n
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min) throw new ConfigError(`${name} must be an integer >= ${min}, got "${raw}"`);
   return value;
+}
+
+/** An APNs gateway: scheme, host and port only (https, or http for an h2c peer). */
+function apnsOrigin(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be an https:// origin, got "${raw}"`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`${name} must be an https:// origin, got "${raw}"`);
+  return url.origin;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -70,5 +90,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jobLockSeconds: int(env, 'CLARION_JOB_LOCK_SECONDS', 30, 1),
     defaultMessagesCap: int(env, 'CLARION_DEFAULT_MESSAGES_CAP', 1_000_000, 0),
     logRetentionDays: int(env, 'CLARION_LOG_RETENTION_DAYS', 30, 1),
+    apnsProductionUrl: apnsOrigin(env, 'CLARION_APNS_PRODUCTION_URL', 'https://api.push.apple.com'),
+    apnsSandboxUrl: apnsOrigin(env, 'CLARION_APNS_SANDBOX_URL', 'https://api.sandbox.push.apple.com'),
+    apnsCaFile: env.CLARION_APNS_CA_FILE || undefined,
   };
 }

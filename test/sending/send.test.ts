@@ -71,6 +71,40 @@ describe.each(STORAGE_KINDS)('send: email and in-app end to end (%s)', (kind) =>
     expect(attempts.length).toBeGreaterThanOrEqual(2);
   });
 
+  it('renders stored templates with components, warns on an unknown templateId, and fails only the channel on a render error', async () => {
+    const post = (url: string, payload: object) => t.app.inject({ method: 'POST', url, headers: t.auth, payload });
+    expect((await post('/components', { componentId: 'footer', name: 'Footer', html: '<footer>Bye {{ user.email }}</footer>' })).statusCode).toBeLessThan(300);
+    const tpl = await post('/notifications/digest/EMAIL/templates', {
+      templateId: 'weekly',
+      subject: 'Digest for {{ name }}',
+      html: "<p>{% for item in items %}<i>{{ item }}</i>{% endfor %}</p>{% component 'footer' %}",
+      senderName: 'Digest Bot',
+      senderEmail: 'digest@clarion.test',
+    });
+    expect(tpl.statusCode).toBeLessThan(300);
+
+    const res = await send({ type: 'digest', to: { id: 'tpl-user', email: 'tpl@example.com' }, parameters: { name: 'Tpl', items: ['a', 'b<c>'] }, templateId: 'nope' });
+    expect(res.statusCode).toBe(202);
+    expect(res.json().messages).toEqual([expect.stringContaining('nope')]);
+    const [mail] = await smtp.waitFor(1);
+    expect(mail.parsed.subject).toBe('Digest for Tpl');
+    expect(mail.parsed.from?.value[0]).toEqual({ address: 'digest@clarion.test', name: 'Digest Bot' });
+    expect(mail.parsed.html).toContain('<i>a</i><i>b&lt;c&gt;</i>');
+    expect(mail.parsed.html).toContain('<footer>Bye tpl@example.com</footer>');
+
+    // An inline template that cannot render (unknown filter) fails the email channel only.
+    const broken = await send({
+      type: 'broken',
+      to: { id: 'tpl-user' },
+      email: { subject: 'x', html: '{{ name | no_such_filter }}' },
+      inapp: { title: 'still delivered' },
+    });
+    expect(broken.statusCode).toBe(202);
+    const record = await settled(broken.json().trackingId, 'inapp_delivered_at');
+    expect(record.email_failed_code).toBe('TEMPLATE_RENDER_FAILED');
+    expect(record.email_routing).toBe('SEND');
+  });
+
   it('records why a channel was not used', async () => {
     await t.app.inject({ method: 'PATCH', url: `/environments/${t.account.clientId}`, headers: t.auth, payload: { disableSending: ['INAPP_WEB'] } });
     try {

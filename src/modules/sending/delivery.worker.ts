@@ -7,6 +7,7 @@ import { renderChannelContent } from '../../rendering/content.js';
 import type { Channel } from '../../http/schemas.js';
 import { componentResolver } from '../components/components.service.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
+import { TemplatesRepository } from '../templates/templates.repository.js';
 import { TemplatesService } from '../templates/templates.service.js';
 import { ensureType } from '../types/types.service.js';
 import { UsersService } from '../users/users.service.js';
@@ -69,10 +70,11 @@ export class DeliveryWorker {
     const type = await ensureType(this.deps, message.account_id, message.env_id, message.notification_id);
 
     const contents = new Map<SendChannel, Record<string, unknown>>();
+    const templated = await new TemplatesRepository(this.deps.db).channelsWithTemplates(message.account_id, message.env_id, message.notification_id);
     for (const { channel } of SEND_CHANNELS) {
       const inline = this.executors[channel]?.fromInline(body) ?? inlineOf(body, channel);
       if (inline) contents.set(channel, inline);
-      else {
+      else if (templated.has(channel)) {
         const template = await this.templates.resolveTemplate(message.account_id, message.env_id, message.notification_id, channel, body.templateId);
         if (template) contents.set(channel, template.content as Record<string, unknown>);
       }

@@ -44,6 +44,19 @@ export class TemplatesRepository {
       .executeTakeFirst();
   }
 
+  /** The channels on which the notification has any template (one query for the send pipeline). */
+  async channelsWithTemplates(accountId: string, envId: string, notificationId: string): Promise<Set<string>> {
+    const rows = await this.q
+      .selectFrom('templates')
+      .select('channel')
+      .distinct()
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('notification_id', '=', notificationId)
+      .execute();
+    return new Set(rows.map((r) => r.channel));
+  }
+
   /** Whether the notification has a template with this id on any channel (send-time warning). */
   async anyWithId(accountId: string, envId: string, notificationId: string, templateId: string): Promise<boolean> {
     const row = await this.q

@@ -148,6 +148,26 @@ export class UsersService {
     return row ? parseJson<Suppressions>(row.suppressions) ?? {} : {};
   }
 
+  /**
+   * Removes mobile push tokens a provider reported as gone (APNs Unregistered, FCM UNREGISTERED),
+   * matching on the token string. Returns the tokens that were removed ([] when the user or the
+   * tokens no longer exist); updatedAt moves only when something was removed.
+   */
+  async removePushTokens(accountId: string, envId: string, userId: string, tokens: string[]): Promise<string[]> {
+    if (tokens.length === 0) return [];
+    const gone = new Set(tokens);
+    return this.inTransaction(undefined, async (trx) => {
+      const repo = new UsersRepository(trx, this.lockRows);
+      const row = await repo.findForUpdate(accountId, envId, userId);
+      const current = row ? parseJson<PushToken[]>(row.push_tokens) ?? [] : [];
+      const kept = current.filter((t) => !gone.has(t.token));
+      if (kept.length === current.length) return [];
+      const now = this.deps.clock.now().toISOString();
+      await repo.update(accountId, envId, userId, { push_tokens: jsonOrNull(kept), updated_at: now });
+      return current.filter((t) => gone.has(t.token)).map((t) => t.token);
+    });
+  }
+
   /** Runs `work` in the caller's transaction when given (Kysely cannot nest them), else in a new one. */
   private inTransaction<T>(trx: Kysely<CoreTables> | undefined, work: (db: Kysely<CoreTables>) => Promise<T>): Promise<T> {
     return trx ? work(trx) : this.deps.db.transaction().execute(work);
