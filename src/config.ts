@@ -29,6 +29,8 @@ export interface Config {
   apnsSandboxUrl: string;
   /** PEM file of extra CA certificates trusted for the APNs gateways, beside the system roots (CLARION_APNS_CA_FILE). */
   apnsCaFile?: string;
+  /** Base URL of the Slack Web API (method names are appended), e.g. a local Slack peer in tests. */
+  slackApiUrl: string;
 }
 
 export class ConfigError extends Error {}
@@ -47,6 +49,12 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): n
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min) throw new ConfigError(`${name} must be an integer >= ${min}, got "${raw}"`);
   return value;
+}
+
+function slackApiUrl(raw: string | undefined): string {
+  const value = raw || 'https://slack.com/api/';
+  if (!/^https?:\/\/[^/]/.test(value)) throw new ConfigError(`CLARION_SLACK_API_URL must be an http(s) URL, got "${value}"`);
+  return value.endsWith('/') ? value : `${value}/`;
 }
 
 /** An APNs gateway: scheme, host and port only (https, or http for an h2c peer). */
@@ -93,5 +101,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apnsProductionUrl: apnsOrigin(env, 'CLARION_APNS_PRODUCTION_URL', 'https://api.push.apple.com'),
     apnsSandboxUrl: apnsOrigin(env, 'CLARION_APNS_SANDBOX_URL', 'https://api.sandbox.push.apple.com'),
     apnsCaFile: env.CLARION_APNS_CA_FILE || undefined,
+    slackApiUrl: slackApiUrl(env.CLARION_SLACK_API_URL),
   };
 }

@@ -1,7 +1,60 @@
+import { SlackClients } from '../../../channels/slack/client.js';
+import type { SlackContent, SlackPostOptions } from '../../../channels/slack/message.js';
+import { SlackSender } from '../../../channels/slack/sender.js';
+import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
-import type { ManagedExecutor } from './types.js';
+import { SlackSettingsService } from '../../slack/slack.service.js';
+import { UsersService } from '../../users/users.service.js';
+import type { SlackToken } from '../../users/users.types.js';
+import { type ManagedExecutor, str } from './types.js';
 
-/** Not available yet: the routing records CHANNEL_UNAVAILABLE for this channel. */
-export function slackExecutor(_deps: Deps): ManagedExecutor | null {
-  return null;
+/**
+ * The token to post with. A user's slackToken is the OAuth v2 access response of the
+ * workspace that installed the app: its top-level `access_token` is the bot token (xoxb-) of
+ * that workspace, `authed_user.access_token` the installing user's token (xoxp-), used only
+ * when the install granted no bot token. Without either, the environment's bot token.
+ */
+export function userSlackToken(token: SlackToken | undefined): string | undefined {
+  if (!token || token.ok === false) return undefined;
+  const bot = typeof token.access_token === 'string' ? token.access_token.trim() : '';
+  if (bot) return bot;
+  const authed = token.authed_user as { access_token?: unknown } | undefined;
+  const user = typeof authed?.access_token === 'string' ? authed.access_token.trim() : '';
+  return user || undefined;
+}
+
+export function slackExecutor(deps: Deps): ManagedExecutor {
+  const users = new UsersService(deps);
+  const settings = new SlackSettingsService(deps);
+  const sender = new SlackSender(new SlackClients({ apiUrl: deps.config.slackApiUrl, logger: deps.logger }), deps.clock);
+  return {
+    fromInline: (body) => {
+      if (!body.slack) return null;
+      const { text, blocks, username, icon } = body.slack;
+      return { text, ...(blocks ? { blocks } : {}), ...(username !== undefined ? { username } : {}), ...(icon !== undefined ? { icon } : {}) };
+    },
+    preview: (c) => str(c.text) ?? '',
+    async deliver({ message, content, body }) {
+      const user = await users.get(message.account_id, message.env_id, message.user_id);
+      if (!user) throw new DeliveryError('USER_DELETED', 'the recipient was deleted before delivery', { retryable: false });
+      if (!user.slackChannel) throw new DeliveryError('NO_SLACK_DESTINATION', 'the user has no slackChannel', { retryable: false });
+      const token = userSlackToken(user.slackToken) ?? (await settings.botToken({ accountId: message.account_id, envId: message.env_id }));
+      if (!token) {
+        throw new DeliveryError('NO_SLACK_TOKEN', 'neither the user (slackToken) nor the environment (PUT /settings/slack) has a Slack token', { retryable: false });
+      }
+      const { text: _t, blocks: _b, username: _u, icon: _i, ...options } = body.slack ?? ({} as NonNullable<typeof body.slack>);
+      const posted = await sender.post({
+        token,
+        destination: user.slackChannel,
+        content: content as SlackContent,
+        options: options as SlackPostOptions,
+      });
+      return {
+        result: { providerMessageId: `${posted.channel}:${posted.ts}`, response: `ok channel=${posted.channel} ts=${posted.ts}` },
+        // Slack answers ok once the message is in the conversation: that is delivery.
+        delivered: true,
+        extra: { slack_delivered_internal: JSON.stringify({ channel: posted.channel, ts: posted.ts }) },
+      };
+    },
+  };
 }

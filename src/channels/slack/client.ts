@@ -1,0 +1,106 @@
+import { ErrorCode, LogLevel, type Logger as SlackLogger, WebClient } from '@slack/web-api';
+import type { Logger } from 'pino';
+import { DeliveryError } from '../types.js';
+
+export interface SlackClientOptions {
+  /** Web API base URL, method names appended (https://slack.com/api/ or a local peer). */
+  apiUrl: string;
+  logger: Logger;
+  /** Per-request timeout; a timed-out call is retried by the delivery engine. */
+  timeoutMs?: number;
+}
+
+/** WebClients keyed by token; a bounded map since every workspace (token) gets its own. */
+const MAX_CLIENTS = 500;
+
+/**
+ * One WebClient per token, all on one API base URL. The token goes in the Authorization header
+ * only (a per-call `token` argument would also be sent in the form body). The client never
+ * retries (the delivery engine owns retries and their schedule) and turns a 429 into an error
+ * that carries Retry-After, instead of sleeping on it.
+ */
+export class SlackClients {
+  private readonly clients = new Map<string, WebClient>();
+  private readonly slackLogger: SlackLogger;
+
+  constructor(private readonly options: SlackClientOptions) {
+    this.slackLogger = pinoSlackLogger(options.logger);
+  }
+
+  get apiUrl(): string {
+    return this.options.apiUrl;
+  }
+
+  for(token: string): WebClient {
+    let client = this.clients.get(token);
+    if (client) {
+      // Most recently used last, so the oldest is the one dropped.
+      this.clients.delete(token);
+      this.clients.set(token, client);
+      return client;
+    }
+    client = new WebClient(token, {
+      slackApiUrl: this.options.apiUrl,
+      retryConfig: { retries: 0 },
+      rejectRateLimitedCalls: true,
+      timeout: this.options.timeoutMs ?? 15_000,
+      allowAbsoluteUrls: false,
+      logger: this.slackLogger,
+    });
+    this.clients.set(token, client);
+    if (this.clients.size > MAX_CLIENTS) this.clients.delete(this.clients.keys().next().value as string);
+    return client;
+  }
+}
+
+/** Slack's answers that a later attempt may not get (their own server trouble). */
+const TRANSIENT_SLACK_ERRORS = new Set(['internal_error', 'fatal_error', 'service_unavailable', 'request_timeout', 'ratelimited', 'rate_limited']);
+
+/**
+ * Maps what the WebClient threw to a DeliveryError. Slack's own error strings (channel_not_found,
+ * invalid_auth, ...) become the failed code as Slack spelled them; rate limits and transport
+ * failures are retryable, with Retry-After honoured.
+ */
+export function toDeliveryError(err: unknown, method: string, context = ''): DeliveryError {
+  const e = err as { code?: string; data?: { error?: string; needed?: string }; retryAfter?: number; statusCode?: number; message?: string; original?: Error };
+  const where = context ? ` (${context})` : '';
+  switch (e?.code) {
+    case ErrorCode.RateLimitedError: {
+      const seconds = typeof e.retryAfter === 'number' && Number.isFinite(e.retryAfter) ? Math.max(0, e.retryAfter) : undefined;
+      return new DeliveryError('ratelimited', `${method}: rate limited by Slack${seconds !== undefined ? `, retry after ${seconds} s` : ''}${where}`, {
+        retryable: true,
+        providerCode: '429',
+        ...(seconds !== undefined ? { retryAfterMs: seconds * 1000 } : {}),
+      });
+    }
+    case ErrorCode.PlatformError: {
+      const code = String(e.data?.error ?? 'unknown_error');
+      const needed = e.data?.needed ? `, needs scope ${e.data.needed}` : '';
+      return new DeliveryError(code, `${method}: ${code}${needed}${where}`, { retryable: TRANSIENT_SLACK_ERRORS.has(code), providerCode: code });
+    }
+    case ErrorCode.HTTPError: {
+      const status = e.statusCode ?? 0;
+      return new DeliveryError('HTTP_ERROR', `${method}: HTTP ${status} from the Slack API${where}`, { retryable: status >= 500 || status === 408, providerCode: String(status) });
+    }
+    case ErrorCode.RequestError:
+      return new DeliveryError('NETWORK_ERROR', `${method}: ${e.original?.message ?? e.message ?? 'request failed'}${where}`, { retryable: true });
+    default:
+      // e.g. a 429 without a usable Retry-After: the engine's own backoff applies.
+      return new DeliveryError('SLACK_REQUEST_FAILED', `${method}: ${e?.message ?? String(err)}${where}`, { retryable: true });
+  }
+}
+
+/** Routes the WebClient's logging into pino. Its debug lines carry request bodies (message text): dropped. */
+function pinoSlackLogger(logger: Logger): SlackLogger {
+  const child = logger.child({ component: 'slack-web-api' });
+  const text = (msg: unknown[]) => msg.map((m) => (typeof m === 'string' ? m : JSON.stringify(m))).join(' ');
+  return {
+    debug: () => {},
+    info: (...msg: unknown[]) => child.debug(text(msg)),
+    warn: (...msg: unknown[]) => child.warn(text(msg)),
+    error: (...msg: unknown[]) => child.error(text(msg)),
+    setLevel: () => {},
+    getLevel: () => LogLevel.WARN,
+    setName: () => {},
+  };
+}
