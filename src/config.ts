@@ -31,6 +31,8 @@ export interface Config {
   apnsCaFile?: string;
   /** Base URL of the Slack Web API (method names are appended), e.g. a local Slack peer in tests. */
   slackApiUrl: string;
+  /** FCM HTTP v1 API base (CLARION_FCM_BASE_URL); server configuration, so not behind the SSRF guard. */
+  fcmBaseUrl: string;
 }
 
 export class ConfigError extends Error {}
@@ -71,6 +73,19 @@ function apnsOrigin(env: NodeJS.ProcessEnv, name: string, fallback: string): str
   return url.origin;
 }
 
+function httpUrl(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
+  return raw.replace(/\/+$/, '');
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const role = env.CLARION_ROLE ?? 'all';
   if (role !== 'all' && role !== 'api' && role !== 'worker') {
@@ -102,5 +117,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apnsSandboxUrl: apnsOrigin(env, 'CLARION_APNS_SANDBOX_URL', 'https://api.sandbox.push.apple.com'),
     apnsCaFile: env.CLARION_APNS_CA_FILE || undefined,
     slackApiUrl: slackApiUrl(env.CLARION_SLACK_API_URL),
+    fcmBaseUrl: httpUrl(env, 'CLARION_FCM_BASE_URL', 'https://fcm.googleapis.com'),
   };
 }

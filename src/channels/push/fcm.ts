@@ -1,13 +1,127 @@
+import { createHash } from 'node:crypto';
+import { Agent } from 'undici';
 import type { Deps } from '../../deps.js';
-import { DeliveryError } from '../types.js';
-import type { MobilePushProvider } from './types.js';
+import { type FcmSettingsRow, FcmSettingsRepository } from '../../modules/push/fcm.repository.js';
+import { DeliveryError, type DeliveryResult } from '../types.js';
+import type { FcmServiceAccount } from './fcm-account.js';
+import { FcmTokenCache } from './fcm-auth.js';
+import { TransportError, post, retryAfterMs } from './fcm-http.js';
+import { buildFcmRequest, classifyFcmError, isAccessTokenRejected, parseFcmError } from './fcm-message.js';
+import type { MobilePushMessage, MobilePushProvider, PushScope, PushToken } from './types.js';
 
-/** FCM HTTP v1 provider (filled in by the FCM adapter). */
-export function createFcmProvider(_deps: Deps): MobilePushProvider {
-  return {
-    async send() {
-      throw new DeliveryError('NOT_CONFIGURED', 'FCM delivery is not implemented yet', { retryable: false });
-    },
-    async close() {},
+export type FcmProviderDeps = Pick<Deps, 'config' | 'db' | 'secrets' | 'clock'>;
+
+export interface FcmProviderOptions {
+  /** FCM API base; default config.fcmBaseUrl (CLARION_FCM_BASE_URL). */
+  baseUrl?: string;
+  /** Per HTTP exchange (token request, send); default 10 s. */
+  timeoutMs?: number;
+  /** Renew an access token this long before it expires; default 60 s. */
+  refreshMarginMs?: number;
+}
+
+export interface FcmProvider extends MobilePushProvider {
+  /** The per-environment access-token cache (exposed for tests and diagnostics). */
+  readonly tokens: FcmTokenCache;
+}
+
+/**
+ * FCM HTTP v1: `POST {base}/v1/projects/{project_id}/messages:send` with an OAuth2 access token
+ * obtained from the environment's service account (PUT /settings/push/fcm) by the JWT-bearer
+ * grant at the account's token_uri. Tokens are cached per environment until shortly before they
+ * expire; a 401 drops the token and the send is tried once more with a new one.
+ */
+export function createFcmProvider(deps: FcmProviderDeps, options: FcmProviderOptions = {}): FcmProvider {
+  const baseUrl = (options.baseUrl ?? deps.config.fcmBaseUrl).replace(/\/+$/, '');
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const repo = new FcmSettingsRepository(deps.db);
+  const tokens = new FcmTokenCache({
+    clock: deps.clock,
+    allowPrivateNetworks: deps.config.allowPrivateNetworks,
+    timeoutMs,
+    refreshMarginMs: options.refreshMarginMs ?? 60_000,
+  });
+  // Keep-alive connections to the configured FCM host (server configuration, not user input).
+  const agent = new Agent({ keepAliveTimeout: 30_000, connect: { timeout: timeoutMs } });
+  let closed = false;
+
+  const credentials = async (scope: PushScope): Promise<{ account: FcmServiceAccount; version: string }> => {
+    const row = await repo.find(scope);
+    if (!row) {
+      throw new DeliveryError('NOT_CONFIGURED', 'This environment has no FCM credentials; upload a service account with PUT /settings/push/fcm.', {
+        retryable: false,
+      });
+    }
+    return { account: toAccount(deps, row), version: versionOf(row) };
   };
+
+  async function sendOnce(url: string, accessToken: string, body: string): Promise<Awaited<ReturnType<typeof post>>> {
+    try {
+      return await post(url, {
+        headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json; charset=utf-8', accept: 'application/json' },
+        body,
+        timeoutMs,
+        dispatcher: agent,
+      });
+    } catch (err) {
+      if (!(err instanceof TransportError)) throw err;
+      throw new DeliveryError(err.kind === 'TIMEOUT' ? 'TIMEOUT' : 'FCM_CONNECTION_FAILED', `FCM send failed: ${err.message}`, { retryable: true });
+    }
+  }
+
+  return {
+    tokens,
+    async send(scope: PushScope, token: PushToken, message: MobilePushMessage): Promise<DeliveryResult> {
+      if (closed) throw new DeliveryError('SHUTTING_DOWN', 'The FCM provider is closed.', { retryable: true });
+      if (token.type !== 'FCM') throw new DeliveryError('UNSUPPORTED_TOKEN_TYPE', `An ${token.type} token cannot be sent over FCM.`, { retryable: false });
+      const { account, version } = await credentials(scope);
+      const key = `${scope.accountId}/${scope.envId}`;
+      const url = `${baseUrl}/v1/projects/${account.projectId}/messages:send`;
+      const body = JSON.stringify(buildFcmRequest(token.token, message));
+
+      for (let attempt = 1; ; attempt++) {
+        const accessToken = await tokens.get(key, version, account);
+        const answer = await sendOnce(url, accessToken, body);
+        if (answer.status >= 200 && answer.status < 300) {
+          let name: unknown;
+          try {
+            name = (JSON.parse(answer.text) as { name?: unknown }).name;
+          } catch {
+            /* handled below */
+          }
+          if (typeof name !== 'string' || !name) {
+            throw new DeliveryError('FCM_ERROR', `FCM answered ${answer.status} without a message name.`, { retryable: false });
+          }
+          return { providerMessageId: name, response: `${answer.status} ${name}` };
+        }
+        const info = parseFcmError(answer);
+        if (attempt === 1 && isAccessTokenRejected(info)) {
+          tokens.invalidate(key, accessToken);
+          continue;
+        }
+        throw classifyFcmError(info, token.token, retryAfterMs(answer.headers, deps.clock.now()));
+      }
+    },
+    async close() {
+      closed = true;
+      tokens.clear();
+      await agent.close();
+    },
+  };
+}
+
+function toAccount(deps: Pick<Deps, 'secrets'>, row: FcmSettingsRow): FcmServiceAccount {
+  const stored = JSON.parse(row.account_json) as { private_key_id?: unknown };
+  return {
+    projectId: row.project_id,
+    clientEmail: row.client_email,
+    tokenUri: row.token_uri,
+    privateKey: deps.secrets.decrypt(row.private_key_enc),
+    ...(typeof stored.private_key_id === 'string' ? { privateKeyId: stored.private_key_id } : {}),
+  };
+}
+
+/** Changes whenever the stored credentials are replaced (each encryption has a fresh IV). */
+function versionOf(row: FcmSettingsRow): string {
+  return createHash('sha256').update(`${row.private_key_enc}\n${row.client_email}\n${row.token_uri}\n${row.project_id}`).digest('base64url');
 }

@@ -1,0 +1,116 @@
+import { DeliveryError } from '../types.js';
+import type { HttpAnswer } from './fcm-http.js';
+import type { MobilePushMessage } from './types.js';
+
+/** The `message` of an FCM HTTP v1 `messages:send` request (only the parts Clarion sets). */
+export interface FcmV1Message {
+  token: string;
+  notification: { title: string; body: string };
+  data?: Record<string, string>;
+  android?: { collapse_key?: string; priority?: 'HIGH' | 'NORMAL'; ttl?: string; restricted_package_name?: string };
+}
+
+/** FCM durations are seconds with up to nine fractional digits and an "s" suffix. */
+function duration(seconds: number): string {
+  const s = Math.max(0, seconds);
+  return `${Number.isInteger(s) ? s : Number(s.toFixed(9))}s`;
+}
+
+/** Maps one MobilePushMessage for one device token to the FCM HTTP v1 request body. */
+export function buildFcmRequest(token: string, message: MobilePushMessage): { message: FcmV1Message } {
+  const out: FcmV1Message = { token, notification: { title: message.title, body: message.message } };
+  if (message.customData && Object.keys(message.customData).length > 0) {
+    out.data = Object.fromEntries(Object.entries(message.customData).map(([k, v]) => [k, String(v)]));
+  }
+  const a = message.fcm?.android;
+  if (a) {
+    const android: NonNullable<FcmV1Message['android']> = {};
+    if (a.collapseKey !== undefined) android.collapse_key = a.collapseKey;
+    if (a.priority !== undefined) android.priority = a.priority.toLowerCase() === 'high' ? 'HIGH' : 'NORMAL';
+    if (a.ttl !== undefined && Number.isFinite(a.ttl)) android.ttl = duration(a.ttl);
+    if (a.restrictedPackageName !== undefined) android.restricted_package_name = a.restrictedPackageName;
+    if (Object.keys(android).length > 0) out.android = android;
+  }
+  return { message: out };
+}
+
+/** The parts of a google.rpc.Status error body that classify an FCM failure. */
+export interface FcmErrorInfo {
+  httpStatus: number;
+  /** google.rpc status, e.g. NOT_FOUND, INVALID_ARGUMENT, UNAUTHENTICATED. */
+  status?: string;
+  /** FcmError.errorCode, e.g. UNREGISTERED, QUOTA_EXCEEDED, SENDER_ID_MISMATCH. */
+  errorCode?: string;
+  message: string;
+  /** google.rpc.BadRequest field violations' field names, e.g. message.token. */
+  fields: string[];
+}
+
+export function parseFcmError(answer: HttpAnswer): FcmErrorInfo {
+  const info: FcmErrorInfo = { httpStatus: answer.status, message: `HTTP ${answer.status}`, fields: [] };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(answer.text);
+  } catch {
+    if (answer.text.trim()) info.message = `HTTP ${answer.status}: ${answer.text.trim().slice(0, 200)}`;
+    return info;
+  }
+  const error = (parsed as { error?: unknown })?.error;
+  if (!error || typeof error !== 'object') return info;
+  const e = error as { message?: unknown; status?: unknown; details?: unknown };
+  if (typeof e.message === 'string' && e.message) info.message = e.message.slice(0, 500);
+  if (typeof e.status === 'string') info.status = e.status;
+  for (const detail of Array.isArray(e.details) ? e.details : []) {
+    if (!detail || typeof detail !== 'object') continue;
+    const d = detail as { '@type'?: unknown; errorCode?: unknown; fieldViolations?: unknown };
+    const type = typeof d['@type'] === 'string' ? d['@type'] : '';
+    if (type.endsWith('.FcmError') && typeof d.errorCode === 'string') info.errorCode = d.errorCode;
+    if (type.endsWith('google.rpc.BadRequest') && Array.isArray(d.fieldViolations)) {
+      for (const v of d.fieldViolations) if (v && typeof (v as { field?: unknown }).field === 'string') info.fields.push((v as { field: string }).field);
+    }
+  }
+  return info;
+}
+
+/** An UNAUTHENTICATED answer that a fresh access token may cure (not FCM's own APNs/web-push auth error). */
+export function isAccessTokenRejected(info: FcmErrorInfo): boolean {
+  return info.httpStatus === 401 && info.errorCode !== 'THIRD_PARTY_AUTH_ERROR';
+}
+
+/**
+ * FCM's documented error codes, as DeliveryErrors: gone or malformed tokens are recipientInvalid
+ * (the caller removes them), quota and server errors are retried honouring Retry-After, the rest
+ * is permanent.
+ */
+export function classifyFcmError(info: FcmErrorInfo, token: string, retryAfter: number | undefined): DeliveryError {
+  const code = info.errorCode ?? info.status;
+  const providerCode = code ?? String(info.httpStatus);
+  const detail = `FCM answered ${info.httpStatus}${code ? ` ${code}` : ''}: ${info.message}`;
+  const retry = retryAfter !== undefined ? { retryAfterMs: retryAfter } : {};
+
+  // Only FCM's own UNREGISTERED removes a token: a bare 404 (a wrong base URL, a proxy) says nothing about it.
+  if (info.errorCode === 'UNREGISTERED') {
+    return new DeliveryError('FCM_UNREGISTERED', detail, { retryable: false, providerCode, recipient: token, recipientInvalid: true });
+  }
+  if (info.errorCode === 'INVALID_ARGUMENT' || info.httpStatus === 400) {
+    const aboutToken =
+      info.fields.includes('message.token') || (info.fields.length === 0 && info.errorCode === 'INVALID_ARGUMENT' && /registration token/i.test(info.message));
+    if (aboutToken) return new DeliveryError('FCM_INVALID_TOKEN', detail, { retryable: false, providerCode, recipient: token, recipientInvalid: true });
+    return new DeliveryError('FCM_INVALID_ARGUMENT', detail, { retryable: false, providerCode });
+  }
+  if (info.errorCode === 'QUOTA_EXCEEDED' || info.httpStatus === 429) {
+    return new DeliveryError('FCM_QUOTA_EXCEEDED', detail, { retryable: true, providerCode, ...retry });
+  }
+  if (info.errorCode === 'SENDER_ID_MISMATCH') {
+    return new DeliveryError('FCM_SENDER_ID_MISMATCH', detail, { retryable: false, providerCode, recipient: token });
+  }
+  if (info.errorCode === 'THIRD_PARTY_AUTH_ERROR') {
+    return new DeliveryError('FCM_THIRD_PARTY_AUTH_ERROR', detail, { retryable: false, providerCode });
+  }
+  if (info.httpStatus === 401) return new DeliveryError('FCM_AUTH_FAILED', detail, { retryable: false, providerCode });
+  if (info.httpStatus === 403) return new DeliveryError('FCM_PERMISSION_DENIED', detail, { retryable: false, providerCode });
+  if (info.httpStatus >= 500 || info.errorCode === 'UNAVAILABLE' || info.errorCode === 'INTERNAL') {
+    return new DeliveryError('FCM_UNAVAILABLE', detail, { retryable: true, providerCode, ...retry });
+  }
+  return new DeliveryError('FCM_ERROR', detail, { retryable: false, providerCode });
+}
