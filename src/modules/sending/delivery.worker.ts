@@ -229,11 +229,16 @@ function inlineOf(body: SendBody, channel: SendChannel): Record<string, unknown>
 }
 
 function failureFields(channel: string, failure: DeliveryError): Record<string, unknown> {
-  if (channel !== 'email') return {};
-  return {
-    ...(failure.options.recipient ? { email_failed_recipient: failure.options.recipient } : {}),
-    ...(failure.options.providerCode ? { email_failed_diagnostic_code: failure.options.providerCode } : {}),
-  };
+  const { recipient, providerCode } = failure.options;
+  switch (channel) {
+    case 'email':
+      return { ...(recipient ? { email_failed_recipient: recipient } : {}), ...(providerCode ? { email_failed_diagnostic_code: providerCode } : {}) };
+    case 'mobile_push':
+    case 'web_push':
+      return recipient ? { [`${channel}_failed_token`]: recipient } : {};
+    default:
+      return {};
+  }
 }
 
 function errorText(err: unknown): string {
