@@ -23,6 +23,12 @@ export interface Config {
   jobLockSeconds: number;
   defaultMessagesCap: number;
   logRetentionDays: number;
+  /** VAPID subject (mailto: or https: URL) push services may use to contact the sender; default derived from publicUrl or the default sender. */
+  webPushSubject?: string;
+  /** How long a push service keeps an undelivered web push (TTL header), in seconds. */
+  webPushTtlSeconds: number;
+  /** Urgency header of web pushes (RFC 8030): very-low, low, normal or high. */
+  webPushUrgency: 'very-low' | 'low' | 'normal' | 'high';
   /** APNs gateway for tokens whose environment is 'production' (CLARION_APNS_PRODUCTION_URL). */
   apnsProductionUrl: string;
   /** APNs gateway for development builds' tokens (CLARION_APNS_SANDBOX_URL). */
@@ -86,6 +92,22 @@ function httpUrl(env: NodeJS.ProcessEnv, name: string, fallback: string): string
   return raw.replace(/\/+$/, '');
 }
 
+function webPushSubject(raw: string | undefined): string | undefined {
+  if (!raw) return undefined;
+  if (!/^mailto:[^@\s]+@[^@\s]+$/.test(raw) && !/^https:\/\/[^/\s]/.test(raw)) {
+    throw new ConfigError(`CLARION_WEB_PUSH_SUBJECT must be a mailto: address or an https: URL, got "${raw}"`);
+  }
+  return raw;
+}
+
+function webPushUrgency(raw: string | undefined): Config['webPushUrgency'] {
+  const value = raw || 'normal';
+  if (value !== 'very-low' && value !== 'low' && value !== 'normal' && value !== 'high') {
+    throw new ConfigError(`CLARION_WEB_PUSH_URGENCY must be very-low, low, normal or high, got "${value}"`);
+  }
+  return value;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const role = env.CLARION_ROLE ?? 'all';
   if (role !== 'all' && role !== 'api' && role !== 'worker') {
@@ -113,6 +135,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jobLockSeconds: int(env, 'CLARION_JOB_LOCK_SECONDS', 30, 1),
     defaultMessagesCap: int(env, 'CLARION_DEFAULT_MESSAGES_CAP', 1_000_000, 0),
     logRetentionDays: int(env, 'CLARION_LOG_RETENTION_DAYS', 30, 1),
+    webPushSubject: webPushSubject(env.CLARION_WEB_PUSH_SUBJECT),
+    webPushTtlSeconds: int(env, 'CLARION_WEB_PUSH_TTL', 86_400, 0),
+    webPushUrgency: webPushUrgency(env.CLARION_WEB_PUSH_URGENCY),
     apnsProductionUrl: apnsOrigin(env, 'CLARION_APNS_PRODUCTION_URL', 'https://api.push.apple.com'),
     apnsSandboxUrl: apnsOrigin(env, 'CLARION_APNS_SANDBOX_URL', 'https://api.sandbox.push.apple.com'),
     apnsCaFile: env.CLARION_APNS_CA_FILE || undefined,

@@ -168,6 +168,25 @@ export class UsersService {
     });
   }
 
+  /**
+   * Removes browser push subscriptions a push service answered 404/410 for, matching on the
+   * endpoint. Returns the endpoints removed ([] when the user or the subscriptions are gone already).
+   */
+  async removeWebPushSubscriptions(accountId: string, envId: string, userId: string, endpoints: string[]): Promise<string[]> {
+    if (endpoints.length === 0) return [];
+    const gone = new Set(endpoints);
+    return this.inTransaction(undefined, async (trx) => {
+      const repo = new UsersRepository(trx, this.lockRows);
+      const row = await repo.findForUpdate(accountId, envId, userId);
+      const current = row ? parseJson<WebPushToken[]>(row.web_push_tokens) ?? [] : [];
+      const kept = current.filter((t) => !gone.has(t.sub.endpoint));
+      if (kept.length === current.length) return [];
+      const now = this.deps.clock.now().toISOString();
+      await repo.update(accountId, envId, userId, { web_push_tokens: jsonOrNull(kept), updated_at: now });
+      return current.filter((t) => gone.has(t.sub.endpoint)).map((t) => t.sub.endpoint);
+    });
+  }
+
   /** Runs `work` in the caller's transaction when given (Kysely cannot nest them), else in a new one. */
   private inTransaction<T>(trx: Kysely<CoreTables> | undefined, work: (db: Kysely<CoreTables>) => Promise<T>): Promise<T> {
     return trx ? work(trx) : this.deps.db.transaction().execute(work);

@@ -1,0 +1,156 @@
+import webpush from 'web-push';
+import { SafeFetchError, type HostLookup } from '../../net/ssrf.js';
+import { PushTransport } from './web-push-transport.js';
+import { type VapidCredentials, VapidTokenCache } from './web-push-vapid.js';
+
+export type { VapidCredentials } from './web-push-vapid.js';
+
+/** A browser PushSubscription as JSON (the user's `webPushTokens[].sub`). */
+export interface WebPushSubscription {
+  endpoint: string;
+  keys: { p256dh: string; auth: string };
+}
+
+export type WebPushUrgency = 'very-low' | 'low' | 'normal' | 'high';
+
+export interface WebPushSendOptions {
+  ttlSeconds?: number;
+  urgency?: WebPushUrgency;
+  /** Coalescing key (at most 32 base64url characters): a newer push with the same topic replaces an undelivered one. */
+  topic?: string;
+}
+
+/** What one push service said about one subscription. */
+export type WebPushOutcome =
+  | { ok: true; endpoint: string; status: number; /** RFC 8030 push message resource. */ location?: string }
+  | {
+      ok: false;
+      endpoint: string;
+      /** gone: 404/410, the subscription is dead; retry: 429, 5xx or the network; rejected: anything else. */
+      kind: 'gone' | 'retry' | 'rejected';
+      code: string;
+      status?: number;
+      reason: string;
+      retryAfterMs?: number;
+    };
+
+export interface WebPushSenderOptions {
+  now: () => Date;
+  allowPrivateNetworks: boolean;
+  ttlSeconds: number;
+  urgency: WebPushUrgency;
+  timeoutMs?: number;
+  connectionsPerOrigin?: number;
+  dnsTtlMs?: number;
+  /** Extra trusted CA certificates, for a local push service over https. */
+  ca?: string | Buffer | (string | Buffer)[];
+  lookup?: HostLookup;
+}
+
+/** RFC 8291 section 4: one record of at most 4096 bytes; 4096 - 86 header/tag/padding bytes of plaintext. */
+export const MAX_WEB_PUSH_PLAINTEXT = 3993;
+/** The longest Retry-After we wait for before the next attempt. */
+const MAX_RETRY_AFTER_MS = 3600_000;
+
+/**
+ * Web push (RFC 8030) with VAPID (RFC 8292) and aes128gcm payload encryption (RFC 8291). The
+ * web-push library encrypts and builds the request; the VAPID token comes from a per-origin cache
+ * and the request leaves through the SSRF-guarded, keep-alive PushTransport.
+ */
+export class WebPushSender {
+  readonly tokens: VapidTokenCache;
+  private readonly transport: PushTransport;
+
+  constructor(private readonly options: WebPushSenderOptions) {
+    this.tokens = new VapidTokenCache(options.now);
+    this.transport = new PushTransport({
+      allowPrivateNetworks: options.allowPrivateNetworks,
+      timeoutMs: options.timeoutMs ?? 15_000,
+      connectionsPerOrigin: options.connectionsPerOrigin ?? 64,
+      dnsTtlMs: options.dnsTtlMs ?? 60_000,
+      ca: options.ca,
+      lookup: options.lookup,
+    });
+  }
+
+  async send(vapid: VapidCredentials, subscription: WebPushSubscription, payload: string | Buffer, options: WebPushSendOptions = {}): Promise<WebPushOutcome> {
+    const endpoint = subscription.endpoint;
+    let origin: string;
+    try {
+      origin = new URL(endpoint).origin;
+    } catch {
+      return { ok: false, endpoint, kind: 'rejected', code: 'INVALID_SUBSCRIPTION', reason: 'the subscription endpoint is not a URL' };
+    }
+    let details: ReturnType<typeof webpush.generateRequestDetails>;
+    try {
+      details = webpush.generateRequestDetails(subscription, payload, {
+        // No VAPID details: the library would sign a new JWT for every request; ours comes from the cache.
+        vapidDetails: null as unknown as undefined,
+        headers: { Authorization: this.tokens.authorization(vapid, origin) },
+        TTL: options.ttlSeconds ?? this.options.ttlSeconds,
+        urgency: options.urgency ?? this.options.urgency,
+        ...(options.topic ? { topic: options.topic } : {}),
+      });
+    } catch (err) {
+      return { ok: false, endpoint, kind: 'rejected', code: 'INVALID_SUBSCRIPTION', reason: `the subscription cannot be encrypted to: ${(err as Error).message}` };
+    }
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(details.headers)) headers[name.toLowerCase()] = String(value);
+
+    let res;
+    try {
+      res = await this.transport.post(endpoint, headers, details.body ?? Buffer.alloc(0));
+    } catch (err) {
+      if (!(err instanceof SafeFetchError)) throw err;
+      const permanent = err.code === 'ADDRESS_BLOCKED' || err.code === 'URL_INVALID' || err.code === 'PROTOCOL_NOT_ALLOWED';
+      return permanent
+        ? { ok: false, endpoint, kind: 'rejected', code: 'ENDPOINT_BLOCKED', reason: err.message }
+        : { ok: false, endpoint, kind: 'retry', code: err.code === 'TIMEOUT' ? 'TIMEOUT' : 'NETWORK', reason: err.message };
+    }
+    const status = res.status;
+    if (status >= 200 && status < 300) {
+      const location = typeof res.headers.location === 'string' ? res.headers.location : undefined;
+      return { ok: true, endpoint, status, ...(location ? { location } : {}) };
+    }
+    const said = `push service answered ${status}${res.text ? `: ${res.text.trim().slice(0, 300)}` : ''}`;
+    if (status === 404 || status === 410) return { ok: false, endpoint, kind: 'gone', code: 'SUBSCRIPTION_GONE', status, reason: said };
+    if (status === 429 || status >= 500) {
+      const retryAfterMs = parseRetryAfter(res.headers['retry-after'], this.options.now());
+      return { ok: false, endpoint, kind: 'retry', code: status === 429 ? 'RATE_LIMITED' : 'PUSH_SERVICE_ERROR', status, reason: said, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+    }
+    const code = status === 413 ? 'PAYLOAD_TOO_LARGE' : status === 401 || status === 403 ? 'VAPID_REJECTED' : 'PUSH_REJECTED';
+    return { ok: false, endpoint, kind: 'rejected', code, status, reason: said };
+  }
+
+  close(): Promise<void> {
+    return this.transport.close();
+  }
+}
+
+/** Retry-After as delay-seconds or an HTTP-date (RFC 9110 section 10.2.3), in ms from now; capped at an hour. */
+export function parseRetryAfter(value: string | string[] | undefined, now: Date): number | undefined {
+  const raw = (Array.isArray(value) ? value[0] : value)?.trim();
+  if (!raw) return undefined;
+  let ms: number;
+  if (/^\d+$/.test(raw)) ms = Number(raw) * 1000;
+  else {
+    const at = Date.parse(raw);
+    if (Number.isNaN(at)) return undefined;
+    ms = Math.max(0, at - now.getTime());
+  }
+  return Math.min(ms, MAX_RETRY_AFTER_MS);
+}
+
+/** The notification a service worker receives (`event.data.json()`), trimmed to fit one record. */
+export function webPushPayload(content: { title: string; message: string; icon?: string; url?: string }): Buffer {
+  const build = (message: string) => Buffer.from(JSON.stringify({ title: content.title, message, icon: content.icon, url: content.url }), 'utf8');
+  let body = build(content.message);
+  if (body.length <= MAX_WEB_PUSH_PLAINTEXT) return body;
+  // Shorten the message (the part that tolerates it) until the JSON fits.
+  let message = content.message;
+  while (body.length > MAX_WEB_PUSH_PLAINTEXT && message.length > 0) {
+    message = message.slice(0, Math.max(0, message.length - Math.ceil((body.length - MAX_WEB_PUSH_PLAINTEXT) / 2) - 1));
+    body = build(message ? `${message}…` : '');
+  }
+  return body;
+}
