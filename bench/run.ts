@@ -58,14 +58,8 @@ async function main() {
   console.log(`  Clarion worker : ${fmt(ours, 0)} msg/s`);
   console.log(`  ratio ${fmt((ours / raw) * 100)}% of raw nodemailer (target >= 80%)`);
 
-  const webPushBench = path.join(import.meta.dirname, 'web-push.ts');
-  if (fs.existsSync(webPushBench)) {
-    const { runWebPushBench } = (await import(webPushBench)) as { runWebPushBench?: () => Promise<Record<string, number>> };
-    if (runWebPushBench) {
-      const wp = await runWebPushBench();
-      console.log('\nWeb push:', Object.entries(wp).map(([k, v]) => `${k} ${fmt(v)}`).join(', '));
-    }
-  }
+  const { runWebPushBench, printWebPushBench } = await import('./web-push.js');
+  printWebPushBench(await runWebPushBench());
 }
 
 main().then(
