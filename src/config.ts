@@ -1,7 +1,8 @@
 import path from 'node:path';
+import { type TelephonySettings, telephonySettings } from './channels/telephony/settings.js';
 
 /** Every setting Clarion reads from the environment; parsed once at start-up (README: Configuration). */
-export interface Config {
+export interface Config extends TelephonySettings {
   port: number;
   host: string;
   /** PostgreSQL connection string; absent means the embedded SQLite file in dataDir. */
@@ -135,6 +136,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jobLockSeconds: int(env, 'CLARION_JOB_LOCK_SECONDS', 30, 1),
     defaultMessagesCap: int(env, 'CLARION_DEFAULT_MESSAGES_CAP', 1_000_000, 0),
     logRetentionDays: int(env, 'CLARION_LOG_RETENTION_DAYS', 30, 1),
+    ...telephonySettings(env, (message) => new ConfigError(message)),
     webPushSubject: webPushSubject(env.CLARION_WEB_PUSH_SUBJECT),
     webPushTtlSeconds: int(env, 'CLARION_WEB_PUSH_TTL', 86_400, 0),
     webPushUrgency: webPushUrgency(env.CLARION_WEB_PUSH_URGENCY),

@@ -1,7 +1,39 @@
+import { CALLBACK_PATHS, publicBase, telephonyClient } from '../../../channels/telephony/endpoint.js';
+import { sayTwiml } from '../../../channels/telephony/twiml.js';
+import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
-import type { ManagedExecutor } from './types.js';
+import { NumbersService } from '../../telephony/numbers.service.js';
+import { UsersService } from '../../users/users.service.js';
+import { type ManagedExecutor, str } from './types.js';
 
-/** Not available yet: the routing records CHANNEL_UNAVAILABLE for this channel. */
-export function callExecutor(_deps: Deps): ManagedExecutor | null {
-  return null;
+/** Events Clarion asks the carrier to report; `completed` (and busy, no-answer, ...) always come. */
+export const CALL_STATUS_EVENTS = ['initiated', 'ringing', 'answered', 'completed'];
+
+/** Automated calls that speak the text (TwiML <Say>), over the Twilio REST protocol. */
+export function callExecutor(deps: Deps): ManagedExecutor | null {
+  const client = telephonyClient(deps);
+  if (!client) return null;
+  const numbers = new NumbersService(deps);
+  const users = new UsersService(deps);
+
+  return {
+    fromInline: (body) => (body.call ? { text: body.call.message } : null),
+    preview: (c) => str(c.text) ?? str(c.message) ?? '',
+    async deliver({ message, content }) {
+      const to = message.user_number ?? (await users.get(message.account_id, message.env_id, message.user_id))?.number;
+      if (!to) throw new DeliveryError('NO_NUMBER', 'the user has no phone number', { retryable: false });
+      const text = str(content.text) ?? str(content.message) ?? '';
+      if (text.trim() === '') throw new DeliveryError('EMPTY_MESSAGE', 'the call has no text to speak', { retryable: false });
+      const from = await numbers.defaultNumber(message.account_id);
+      if (!from) throw new DeliveryError('NO_SENDER_NUMBER', 'the account owns no number and CLARION_DEFAULT_SMS_FROM is not set', { retryable: false });
+      const call = await client.createCall({
+        to,
+        from,
+        twiml: sayTwiml(text),
+        statusCallback: `${publicBase(deps.config)}${CALLBACK_PATHS.callStatus}`,
+        statusCallbackEvents: CALL_STATUS_EVENTS,
+      });
+      return { result: { providerMessageId: call.sid, response: `${call.status} ${call.sid}` }, extra: { call_sent_from: from } };
+    },
+  };
 }

@@ -1,0 +1,149 @@
+import { DeliveryError } from '../types.js';
+import { type TwilioErrorBody, deliveryErrorFromResponse } from './twilio-errors.js';
+
+/** Where the Twilio REST API is and who we are there. */
+export interface TwilioEndpoint {
+  accountSid: string;
+  authToken: string;
+  /** e.g. https://api.twilio.com, or the local development carrier's base. */
+  baseUrl: string;
+}
+
+/** The fields of Twilio's Message resource that Clarion reads. */
+export interface TwilioMessage {
+  sid: string;
+  status: string;
+  from: string;
+  to: string;
+  num_segments?: string;
+  num_media?: string;
+  price?: string | null;
+  price_unit?: string | null;
+  error_code?: number | null;
+}
+
+/** The fields of Twilio's Call resource that Clarion reads. */
+export interface TwilioCall {
+  sid: string;
+  status: string;
+  from: string;
+  to: string;
+  duration?: string | null;
+  price?: string | null;
+  price_unit?: string | null;
+}
+
+export interface SendSmsRequest {
+  to: string;
+  from: string;
+  body?: string;
+  mediaUrls?: string[];
+  statusCallback?: string;
+}
+
+export interface CreateCallRequest {
+  to: string;
+  from: string;
+  twiml: string;
+  statusCallback?: string;
+  statusCallbackEvents?: string[];
+}
+
+type Form = [string, string][];
+
+/**
+ * A client of the Twilio REST API (2010-04-01): form-encoded bodies, Basic AccountSid:AuthToken,
+ * JSON answers. Failures are DeliveryErrors (retryable for 429, 5xx and network errors).
+ *
+ * Twilio's Messages and Calls endpoints take no idempotency key, so a retry after a timeout may
+ * send twice; the engine retries only on errors where the request most likely did not land.
+ */
+export class TwilioClient {
+  constructor(
+    private readonly endpoint: TwilioEndpoint,
+    private readonly options: { timeoutMs?: number } = {},
+  ) {}
+
+  get accountSid(): string {
+    return this.endpoint.accountSid;
+  }
+
+  sendMessage(req: SendSmsRequest): Promise<TwilioMessage> {
+    const form: Form = [
+      ['To', req.to],
+      ['From', req.from],
+    ];
+    if (req.body !== undefined && req.body !== '') form.push(['Body', req.body]);
+    for (const url of req.mediaUrls ?? []) form.push(['MediaUrl', url]);
+    if (req.statusCallback) form.push(['StatusCallback', req.statusCallback]);
+    return this.call<TwilioMessage>('POST', 'Messages.json', form);
+  }
+
+  createCall(req: CreateCallRequest): Promise<TwilioCall> {
+    const form: Form = [
+      ['To', req.to],
+      ['From', req.from],
+      ['Twiml', req.twiml],
+    ];
+    if (req.statusCallback) {
+      form.push(['StatusCallback', req.statusCallback], ['StatusCallbackMethod', 'POST']);
+      for (const event of req.statusCallbackEvents ?? []) form.push(['StatusCallbackEvent', event]);
+    }
+    return this.call<TwilioCall>('POST', 'Calls.json', form);
+  }
+
+  fetchMessage(sid: string): Promise<TwilioMessage> {
+    return this.call<TwilioMessage>('GET', `Messages/${encodeURIComponent(sid)}.json`);
+  }
+
+  fetchCall(sid: string): Promise<TwilioCall> {
+    return this.call<TwilioCall>('GET', `Calls/${encodeURIComponent(sid)}.json`);
+  }
+
+  /** Whether this Twilio account has the number among its IncomingPhoneNumbers. */
+  async ownsNumber(phoneNumber: string): Promise<boolean> {
+    const page = await this.call<{ incoming_phone_numbers?: { phone_number: string }[] }>(
+      'GET',
+      `IncomingPhoneNumbers.json?PhoneNumber=${encodeURIComponent(phoneNumber)}`,
+    );
+    return (page.incoming_phone_numbers ?? []).some((n) => n.phone_number === phoneNumber);
+  }
+
+  private async call<T>(method: 'GET' | 'POST', resource: string, form?: Form): Promise<T> {
+    const url = `${this.endpoint.baseUrl}/2010-04-01/Accounts/${encodeURIComponent(this.endpoint.accountSid)}/${resource}`;
+    const auth = Buffer.from(`${this.endpoint.accountSid}:${this.endpoint.authToken}`).toString('base64');
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method,
+        headers: {
+          authorization: `Basic ${auth}`,
+          accept: 'application/json',
+          ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+        },
+        ...(form ? { body: new URLSearchParams(form).toString() } : {}),
+        signal: AbortSignal.timeout(this.options.timeoutMs ?? 15_000),
+      });
+    } catch (err) {
+      const timedOut = (err as Error).name === 'TimeoutError';
+      throw new DeliveryError(timedOut ? 'TIMEOUT' : 'PROVIDER_UNREACHABLE', `Twilio REST API ${timedOut ? 'timed out' : 'unreachable'}: ${causeOf(err)}`, { retryable: true });
+    }
+    const text = await res.text().catch(() => '');
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = undefined;
+    }
+    if (!res.ok) throw deliveryErrorFromResponse(res.status, json as TwilioErrorBody | undefined, res.headers.get('retry-after'));
+    if (!json || typeof json !== 'object') {
+      throw new DeliveryError('PROVIDER_BAD_RESPONSE', `Twilio answered ${res.status} without a JSON resource`, { retryable: true });
+    }
+    return json as T;
+  }
+}
+
+function causeOf(err: unknown): string {
+  const e = err as { message?: string; cause?: { code?: string; message?: string } };
+  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(err);
+}

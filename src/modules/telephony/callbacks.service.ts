@@ -1,0 +1,184 @@
+import { publicBase, telephonyClient, telephonyEndpoint } from '../../channels/telephony/endpoint.js';
+import { type FormParams, field, verifyTwilioSignature } from '../../channels/telephony/signature.js';
+import { smsEncoding } from '../../channels/telephony/sms-content.js';
+import { TwilioClient } from '../../channels/telephony/twilio-client.js';
+import { readableTwilioCode } from '../../channels/telephony/twilio-errors.js';
+import type { Deps } from '../../deps.js';
+import { AppError } from '../../errors.js';
+import { recordProviderStatus } from '../sending/delivery-events.js';
+import { UsersService } from '../users/users.service.js';
+import { normalizePhoneNumber } from '../users/users.validation.js';
+import { TelephonyRepository } from './telephony.repository.js';
+
+/** Carrier keywords (Twilio's default opt-out / opt-in lists). */
+export const STOP_KEYWORDS = new Set(['STOP', 'STOPALL', 'UNSUBSCRIBE', 'CANCEL', 'END', 'QUIT']);
+export const START_KEYWORDS = new Set(['START', 'YES', 'UNSTOP']);
+
+const CALL_FAILURES: Record<string, string> = { busy: 'BUSY', 'no-answer': 'NO_ANSWER', failed: 'FAILED', canceled: 'CANCELED' };
+
+/** "-0.01300" (Twilio prices are negative strings: money leaving the account) as a positive number. */
+function priceOf(raw: string | null | undefined): number | undefined {
+  if (raw === null || raw === undefined || raw === '') return undefined;
+  const n = Math.abs(Number(raw));
+  return Number.isFinite(n) ? n : undefined;
+}
+
+function e164(raw: string | undefined): string | undefined {
+  if (!raw) return undefined;
+  try {
+    return normalizePhoneNumber(raw);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What the carrier tells Clarion: message and call status callbacks, and inbound messages. Every
+ * request is verified with X-Twilio-Signature over the URL it was sent to, as Twilio signs it.
+ */
+export class TelephonyCallbacks {
+  private readonly repo: TelephonyRepository;
+  private readonly users: UsersService;
+
+  constructor(private readonly deps: Deps) {
+    this.repo = new TelephonyRepository(deps.db, deps.storage.dialect === 'postgres');
+    this.users = new UsersService(deps);
+  }
+
+  /** A client for lookups made while answering a callback: short timeout, the carrier waits on us. */
+  private lookupClient(): TwilioClient | null {
+    const endpoint = telephonyEndpoint(this.deps);
+    return endpoint ? new TwilioClient(endpoint, { timeoutMs: 3000 }) : null;
+  }
+
+  /** Throws 401 without a signature, 403 with a wrong one. `path` is the request URL path and query. */
+  verify(path: string, signature: string | string[] | undefined, params: FormParams): void {
+    const endpoint = telephonyEndpoint(this.deps);
+    if (!endpoint) throw new AppError('NOT_FOUND', 'No telephony provider is configured on this server.');
+    if (typeof signature !== 'string' || signature === '') {
+      throw new AppError('UNAUTHORIZED', 'Missing X-Twilio-Signature header.', 'Only the configured carrier may call this route.');
+    }
+    const url = `${publicBase(this.deps.config)}${path}`;
+    if (!verifyTwilioSignature(endpoint.authToken, signature, url, params)) {
+      throw new AppError('FORBIDDEN', 'X-Twilio-Signature does not match this request.', `The signature must be made with the auth token over ${url.split('?')[0]} and the POST parameters; check CLARION_PUBLIC_URL.`);
+    }
+  }
+
+  async smsStatus(params: FormParams): Promise<void> {
+    const sid = field(params, 'MessageSid') ?? field(params, 'SmsSid');
+    const status = (field(params, 'MessageStatus') ?? field(params, 'SmsStatus') ?? '').toLowerCase();
+    if (!sid) throw new AppError('VALIDATION_FAILED', 'MessageSid is required.');
+    if (status === 'delivered') {
+      const price = await this.lookupClient()
+        ?.fetchMessage(sid)
+        .then((m) => priceOf(m.price))
+        .catch(() => undefined);
+      await recordProviderStatus(this.deps, {
+        channel: 'sms',
+        providerMessageId: sid,
+        status: 'delivered',
+        ...(price !== undefined ? { extra: { sms_delivered_cost_internal: price } } : {}),
+      });
+    } else if (status === 'undelivered' || status === 'failed') {
+      const errorCode = field(params, 'ErrorCode');
+      await recordProviderStatus(this.deps, {
+        channel: 'sms',
+        providerMessageId: sid,
+        status: 'failed',
+        code: readableTwilioCode(errorCode, status.toUpperCase()),
+        internal: `carrier reported ${status}${errorCode ? ` with Twilio error ${errorCode}` : ''}`,
+      });
+    }
+    // queued, sending, sent, accepted: progress only; sms_sent_* was recorded when the carrier took the message.
+  }
+
+  async callStatus(params: FormParams): Promise<void> {
+    const sid = field(params, 'CallSid');
+    const status = (field(params, 'CallStatus') ?? '').toLowerCase();
+    if (!sid) throw new AppError('VALIDATION_FAILED', 'CallSid is required.');
+    if (status === 'completed') {
+      // Call price is not part of the callback: Twilio puts it on the Call resource.
+      const call = await this.lookupClient()?.fetchCall(sid).catch(() => undefined);
+      const duration = Number(field(params, 'CallDuration') ?? call?.duration ?? NaN);
+      const cost = priceOf(call?.price);
+      await recordProviderStatus(this.deps, {
+        channel: 'call',
+        providerMessageId: sid,
+        status: 'delivered',
+        extra: {
+          call_delivered_code: 'completed',
+          ...(Number.isFinite(duration) ? { call_delivered_duration: duration } : {}),
+          ...(cost !== undefined ? { call_delivered_cost: cost, call_delivered_cost_internal: cost } : {}),
+        },
+      });
+    } else if (CALL_FAILURES[status]) {
+      const errorCode = field(params, 'ErrorCode');
+      await recordProviderStatus(this.deps, {
+        channel: 'call',
+        providerMessageId: sid,
+        status: 'failed',
+        code: CALL_FAILURES[status],
+        internal: `call ended ${status}${errorCode ? ` (Twilio error ${errorCode})` : ''}`,
+      });
+    }
+  }
+
+  /**
+   * An SMS a user sent to one of our numbers: recorded on the log of the last send to them from
+   * that number; STOP/START (un)suppress SMS for the user; otherwise the send's auto-reply goes
+   * out once. Answers TwiML (empty: replies go through the REST API, so they are logged).
+   */
+  async inbound(params: FormParams): Promise<void> {
+    const from = e164(field(params, 'From'));
+    const to = e164(field(params, 'To'));
+    const text = field(params, 'Body') ?? '';
+    if (!from || !to) return;
+    const owner = await this.repo.findNumber(to);
+    const last = await this.repo.lastSmsSend(from, to, owner?.account_id);
+    const accountId = owner?.account_id ?? last?.account_id;
+    if (!accountId) {
+      this.deps.logger.info({ to }, 'inbound SMS to a number no account owns or sent from; ignored');
+      return;
+    }
+    const now = this.deps.clock.now().toISOString();
+    if (last) {
+      await this.repo.mergeDeliveryExtra(last.delivery_id, { sms_inbound_at: now, sms_inbound_from: from, sms_inbound_text: text }, now);
+    }
+
+    const keyword = text.trim().replace(/[.!]+$/, '').toUpperCase();
+    if (STOP_KEYWORDS.has(keyword) || START_KEYWORDS.has(keyword)) {
+      const stop = STOP_KEYWORDS.has(keyword);
+      for (const user of await this.repo.usersWithNumber(accountId, from)) {
+        if (stop) {
+          await this.users.setSuppression(accountId, user.env_id, user.id, 'SMS', {
+            reason: 'Unsubscribed',
+            details: { keyword, from, to, messageSid: field(params, 'MessageSid') ?? null },
+          });
+        } else {
+          await this.users.clearSuppression(accountId, user.env_id, user.id, 'SMS');
+        }
+      }
+      return;
+    }
+
+    if (last?.auto_reply && (await this.repo.claimAutoReply(last.delivery_id, now))) {
+      const client = telephonyClient(this.deps);
+      try {
+        if (!client) throw new Error('no telephony provider');
+        const reply = await client.sendMessage({ to: from, from: to, body: last.auto_reply });
+        await this.repo.setReplyMessageId(last.delivery_id, reply.sid);
+      } catch (err) {
+        // Not sent: let the user's next message try again.
+        await this.repo.releaseAutoReply(last.delivery_id);
+        this.deps.logger.warn({ err, trackingId: last.tracking_id }, 'SMS auto-reply failed');
+        return;
+      }
+      const { encoding, segments } = smsEncoding(last.auto_reply);
+      await this.repo.mergeDeliveryExtra(
+        last.delivery_id,
+        { sms_replied_at: this.deps.clock.now().toISOString(), sms_replied_to: from, sms_replied_text: last.auto_reply, sms_replied_segments: segments, sms_replied_encoding: encoding },
+        now,
+      );
+    }
+  }
+}

@@ -1,0 +1,183 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { CoreTables } from '../../storage/schema.js';
+import type { SendingTables } from '../sending/sending.tables.js';
+
+/** Row types of migration 0060_telephony. Timestamps are ISO-8601 text. */
+export interface PhoneNumbersTable {
+  phone_number: string;
+  account_id: string;
+  label: string | null;
+  /** dev: allocated by the local carrier; twilio: a number of the configured Twilio account. */
+  source: 'dev' | 'twilio';
+  is_default: number;
+  created_at: string;
+}
+
+export interface SmsSendsTable {
+  delivery_id: string;
+  account_id: string;
+  env_id: string;
+  tracking_id: string;
+  user_id: string;
+  to_number: string;
+  from_number: string;
+  provider_message_id: string;
+  auto_reply: string | null;
+  replied_at: string | null;
+  /** The carrier's sid of the auto-reply. */
+  reply_message_id: string | null;
+  created_at: string;
+}
+
+export interface DevCarrierMessagesTable {
+  sid: string;
+  kind: 'sms' | 'call';
+  direction: 'outbound' | 'inbound';
+  account_id: string | null;
+  env_id: string | null;
+  from_number: string;
+  to_number: string;
+  body: string | null;
+  media_urls: string;
+  twiml: string | null;
+  status: string;
+  status_callback: string | null;
+  segments: number;
+  duration: number | null;
+  price: string | null;
+  error_code: number | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export type TelephonyTables = {
+  phone_numbers: PhoneNumbersTable;
+  sms_sends: SmsSendsTable;
+  dev_carrier_messages: DevCarrierMessagesTable;
+};
+
+export type PhoneNumberRow = Selectable<PhoneNumbersTable>;
+export type SmsSendRow = Selectable<SmsSendsTable>;
+export type DevCarrierRow = Selectable<DevCarrierMessagesTable>;
+
+type Db = Kysely<CoreTables & SendingTables & TelephonyTables>;
+
+export class TelephonyRepository {
+  private readonly db: Db;
+  constructor(
+    db: Kysely<CoreTables> | Kysely<any>,
+    /** Take row locks for read-modify-write (PostgreSQL; SQLite serializes writers itself). */
+    private readonly lockRows = false,
+  ) {
+    this.db = (db as Kysely<CoreTables>).withTables<SendingTables & TelephonyTables>();
+  }
+
+  // --- numbers -------------------------------------------------------------------------------
+
+  listNumbers(accountId: string): Promise<PhoneNumberRow[]> {
+    return this.db.selectFrom('phone_numbers').selectAll().where('account_id', '=', accountId).orderBy('created_at').orderBy('phone_number').execute();
+  }
+
+  findNumber(phoneNumber: string): Promise<PhoneNumberRow | undefined> {
+    return this.db.selectFrom('phone_numbers').selectAll().where('phone_number', '=', phoneNumber).executeTakeFirst();
+  }
+
+  /** Inserts a number; false when it already belongs to someone (this account or another). */
+  async insertNumber(row: PhoneNumberRow): Promise<boolean> {
+    const inserted = await this.db
+      .insertInto('phone_numbers')
+      .values(row)
+      .onConflict((oc) => oc.column('phone_number').doNothing())
+      .returning('phone_number')
+      .executeTakeFirst();
+    return inserted !== undefined;
+  }
+
+  // --- SMS sends (for inbound replies) ------------------------------------------------------
+
+  async upsertSmsSend(row: SmsSendRow): Promise<void> {
+    await this.db
+      .insertInto('sms_sends')
+      .values(row)
+      .onConflict((oc) =>
+        oc.column('delivery_id').doUpdateSet({ provider_message_id: row.provider_message_id, from_number: row.from_number, to_number: row.to_number, auto_reply: row.auto_reply }),
+      )
+      .execute();
+  }
+
+  /** The last send from `ourNumber` to `userNumber` (optionally within one account). */
+  lastSmsSend(userNumber: string, ourNumber: string, accountId?: string): Promise<SmsSendRow | undefined> {
+    let q = this.db.selectFrom('sms_sends').selectAll().where('to_number', '=', userNumber).where('from_number', '=', ourNumber);
+    if (accountId) q = q.where('account_id', '=', accountId);
+    return q.orderBy('created_at', 'desc').orderBy('delivery_id', 'desc').limit(1).executeTakeFirst();
+  }
+
+  /** Claims the one auto-reply of a send; false when it was already claimed. */
+  async claimAutoReply(deliveryId: string, at: string): Promise<boolean> {
+    const res = await this.db.updateTable('sms_sends').set({ replied_at: at }).where('delivery_id', '=', deliveryId).where('replied_at', 'is', null).executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  }
+
+  async releaseAutoReply(deliveryId: string): Promise<void> {
+    await this.db.updateTable('sms_sends').set({ replied_at: null }).where('delivery_id', '=', deliveryId).execute();
+  }
+
+  async setReplyMessageId(deliveryId: string, sid: string): Promise<void> {
+    await this.db.updateTable('sms_sends').set({ reply_message_id: sid }).where('delivery_id', '=', deliveryId).execute();
+  }
+
+  /** Users of an account (every environment) with this phone number, for STOP/START. */
+  usersWithNumber(accountId: string, number: string): Promise<{ env_id: string; id: string }[]> {
+    return this.db.selectFrom('users').select(['env_id', 'id']).where('account_id', '=', accountId).where('number', '=', number).execute();
+  }
+
+  /** Merges log fields into a delivery's `extra` (inbound replies), without touching its status. */
+  async mergeDeliveryExtra(deliveryId: string, fields: Record<string, unknown>, now: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      let q = trx.selectFrom('deliveries').select('extra').where('id', '=', deliveryId);
+      if (this.lockRows) q = q.forUpdate();
+      const row = await q.executeTakeFirst();
+      if (!row) return;
+      const extra = { ...(row.extra ? (JSON.parse(row.extra) as Record<string, unknown>) : {}), ...fields };
+      await trx.updateTable('deliveries').set({ extra: JSON.stringify(extra), updated_at: now }).where('id', '=', deliveryId).execute();
+    });
+  }
+
+  // --- local development carrier -------------------------------------------------------------
+
+  async insertCarrierMessage(row: DevCarrierRow): Promise<void> {
+    await this.db.insertInto('dev_carrier_messages').values(row).execute();
+  }
+
+  findCarrierMessage(sid: string): Promise<DevCarrierRow | undefined> {
+    return this.db.selectFrom('dev_carrier_messages').selectAll().where('sid', '=', sid).executeTakeFirst();
+  }
+
+  async updateCarrierMessage(sid: string, patch: Partial<DevCarrierRow>): Promise<void> {
+    await this.db.updateTable('dev_carrier_messages').set(patch).where('sid', '=', sid).execute();
+  }
+
+  /**
+   * What the carrier was given for one environment, newest first: inbound messages the developer
+   * simulated there, and outbound ones whose delivery (or auto-reply) belongs to it, joined by
+   * the carrier's sid.
+   */
+  listCarrierMessages(scope: { accountId: string; envId: string }, kind: 'sms' | 'call', options: { to?: string; limit: number }) {
+    let q = this.db
+      .selectFrom('dev_carrier_messages as m')
+      .leftJoin('deliveries as d', (join) => join.onRef('d.provider_message_id', '=', 'm.sid').on('d.channel', '=', kind))
+      .leftJoin('sms_sends as r', 'r.reply_message_id', 'm.sid')
+      .selectAll('m')
+      .select((eb) => eb.fn.coalesce('d.tracking_id', 'r.tracking_id').as('tracking_id'))
+      .where('m.kind', '=', kind)
+      .where((eb) =>
+        eb.or([
+          eb.and([eb('m.account_id', '=', scope.accountId), eb('m.env_id', '=', scope.envId)]),
+          eb.and([eb('d.account_id', '=', scope.accountId), eb('d.env_id', '=', scope.envId)]),
+          eb.and([eb('r.account_id', '=', scope.accountId), eb('r.env_id', '=', scope.envId)]),
+        ]),
+      );
+    if (options.to) q = q.where('m.to_number', '=', options.to);
+    return q.orderBy('m.created_at', 'desc').orderBy('m.sid', 'desc').limit(options.limit).execute();
+  }
+}

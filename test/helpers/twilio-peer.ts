@@ -1,0 +1,135 @@
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** One REST call the peer received, with its form body decoded (repeated keys as arrays). */
+export interface PeerRequest {
+  method: string;
+  path: string;
+  resource: 'Messages' | 'Calls' | 'IncomingPhoneNumbers' | 'other';
+  params: Record<string, string | string[]>;
+  authorized: boolean;
+}
+
+export interface PeerFailure {
+  status: number;
+  body?: Record<string, unknown>;
+  headers?: Record<string, string>;
+}
+
+export interface TwilioPeer {
+  url: string;
+  accountSid: string;
+  authToken: string;
+  requests: PeerRequest[];
+  /** Created messages and calls by sid (their resources, as the peer answers GET). */
+  resources: Map<string, Record<string, unknown>>;
+  /** Numbers IncomingPhoneNumbers.json lists. */
+  ownedNumbers: Set<string>;
+  /** The next POSTs to Messages/Calls answer these, in order (then success again). */
+  failNext(...failures: PeerFailure[]): void;
+  /** Waits until `n` Messages/Calls POSTs were accepted. */
+  waitForCreated(n: number, timeoutMs?: number): Promise<PeerRequest[]>;
+  close(): Promise<void>;
+}
+
+function parseForm(body: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of new URLSearchParams(body)) {
+    const prev = out[k];
+    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return out;
+}
+
+/**
+ * A Twilio REST API peer on loopback: checks Basic AccountSid:AuthToken, reads form bodies the way
+ * Twilio does, answers Twilio's JSON resources and error documents, and can be told to fail.
+ */
+export async function startTwilioPeer(options: { accountSid?: string; authToken?: string } = {}): Promise<TwilioPeer> {
+  const accountSid = options.accountSid ?? `AC${randomBytes(16).toString('hex')}`;
+  const authToken = options.authToken ?? randomBytes(16).toString('hex');
+  const requests: PeerRequest[] = [];
+  const resources = new Map<string, Record<string, unknown>>();
+  const ownedNumbers = new Set<string>();
+  const failures: PeerFailure[] = [];
+  const created: PeerRequest[] = [];
+  const waiters: (() => void)[] = [];
+
+  const server = http.createServer((req, res) => {
+    let raw = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (raw += c));
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://peer');
+      const expected = `Basic ${Buffer.from(`${accountSid}:${authToken}`).toString('base64')}`;
+      const match = /^\/2010-04-01\/Accounts\/([^/]+)\/(Messages|Calls|IncomingPhoneNumbers)(?:\/([^/]+))?\.json$/.exec(url.pathname);
+      const entry: PeerRequest = {
+        method: req.method ?? '',
+        path: url.pathname + url.search,
+        resource: (match?.[2] as PeerRequest['resource']) ?? 'other',
+        params: req.method === 'POST' ? parseForm(raw) : Object.fromEntries(url.searchParams),
+        authorized: req.headers.authorization === expected,
+      };
+      requests.push(entry);
+      const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+        res.writeHead(status, { 'content-type': 'application/json', ...headers });
+        res.end(JSON.stringify(body));
+      };
+      const error = (status: number, code: number, message: string) => send(status, { code, message, more_info: `https://www.twilio.com/docs/errors/${code}`, status });
+      if (!entry.authorized) return error(401, 20003, 'Authenticate');
+      if (!match || match[1] !== accountSid) return error(404, 20404, 'The requested resource was not found');
+      const [, , resource, sid] = match;
+      if (req.method === 'GET' && resource === 'IncomingPhoneNumbers') {
+        const wanted = url.searchParams.get('PhoneNumber');
+        return send(200, { incoming_phone_numbers: [...ownedNumbers].filter((n) => !wanted || n === wanted).map((n) => ({ phone_number: n, sid: `PN${n.slice(1)}` })) });
+      }
+      if (req.method === 'GET' && sid) {
+        const found = resources.get(sid);
+        return found ? send(200, found) : error(404, 20404, `The requested resource ${sid} was not found`);
+      }
+      if (req.method !== 'POST' || sid) return error(405, 20004, 'Method not allowed');
+      const failure = failures.shift();
+      if (failure) return send(failure.status, failure.body ?? {}, failure.headers);
+      const p = entry.params;
+      const isMessage = resource === 'Messages';
+      const newSid = `${isMessage ? 'SM' : 'CA'}${randomBytes(16).toString('hex')}`;
+      const media = ([] as string[]).concat(p.MediaUrl ?? []);
+      const body: Record<string, unknown> = isMessage
+        ? { sid: newSid, account_sid: accountSid, status: 'queued', to: p.To, from: p.From, body: p.Body ?? '', num_media: String(media.length), num_segments: '1', price: null, price_unit: 'USD', error_code: null }
+        : { sid: newSid, account_sid: accountSid, status: 'queued', to: p.To, from: p.From, duration: null, price: null, price_unit: 'USD' };
+      resources.set(newSid, body);
+      created.push(entry);
+      for (const w of waiters.splice(0)) w();
+      return send(201, body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    accountSid,
+    authToken,
+    requests,
+    resources,
+    ownedNumbers,
+    failNext: (...f) => failures.push(...f),
+    async waitForCreated(n, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (created.length < n) {
+        if (Date.now() > deadline) throw new Error(`Twilio peer: ${created.length} of ${n} creations after ${timeoutMs} ms`);
+        await new Promise<void>((resolve) => {
+          waiters.push(resolve);
+          setTimeout(resolve, 50);
+        });
+      }
+      return created.slice(0, n);
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,60 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type TestContext, createTestContext } from '../helpers/context.js';
+import { STORAGE_KINDS } from '../helpers/storage.js';
+import { eventually } from '../helpers/wait.js';
+
+describe.each(STORAGE_KINDS)('calls end to end through the local development carrier (%s)', (kind) => {
+  let t: TestContext;
+  const log = async (trackingId: string) => (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs[0];
+  const settled = (trackingId: string, field: string) => eventually(async () => ((await log(trackingId))?.[field] !== undefined ? log(trackingId) : undefined), 15_000, field);
+  const call = async (to: Record<string, unknown>, message: string) => {
+    const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'alert', to, call: { message } } });
+    expect(res.statusCode).toBe(202);
+    return res.json().trackingId as string;
+  };
+
+  beforeAll(async () => {
+    t = await createTestContext(kind, { workers: true });
+    t.deps.config.publicUrl = await t.app.listen({ port: 0, host: '127.0.0.1' });
+  });
+  afterAll(() => t.close());
+
+  it('places a call that speaks the text, and logs call_delivered_* with duration and cost', async () => {
+    const from = (await t.app.inject({ method: 'GET', url: '/numbers/list', headers: t.auth })).json().numbers[0].phoneNumber;
+    const trackingId = await call({ id: 'oncall', number: '+14155550140' }, 'The server <db-1> is down & needs you');
+    const record = await settled(trackingId, 'call_delivered_at');
+    expect(record).toMatchObject({
+      call_routing: 'SEND',
+      call_preview: 'The server <db-1> is down & needs you',
+      call_sent_from: from,
+      call_delivered_code: 'completed',
+      // 8 words at 2.5 words a second; one started minute at $0.014.
+      call_delivered_duration: 4,
+      call_delivered_cost: 0.014,
+      call_delivered_cost_internal: 0.014,
+    });
+    expect(record.call_delivered_after).toBeGreaterThanOrEqual(record.call_sent_after);
+    const calls = (await t.app.inject({ method: 'GET', url: '/dev-carrier/calls', headers: t.auth })).json().calls;
+    expect(calls[0]).toMatchObject({ from, to: '+14155550140', status: 'completed', spokenText: 'The server <db-1> is down & needs you', durationSeconds: 4, price: 0.014, trackingId });
+  });
+
+  it.each([
+    ['+15005550008', 'BUSY'],
+    ['+15005550006', 'NO_ANSWER'],
+    ['+15005550007', 'FAILED'],
+    ['+15005550005', 'CANCELED'],
+  ])('a call to %s that does not connect fails with %s', async (number, code) => {
+    const trackingId = await call({ id: `callee-${code}`, number }, 'Hello');
+    const record = await settled(trackingId, 'call_failed_at');
+    expect(record.call_failed_code).toBe(code);
+    expect(record.call_sent_at).toBeDefined();
+    expect(record.call_delivered_at).toBeUndefined();
+  });
+
+  it('a number the carrier refuses fails the call permanently', async () => {
+    const trackingId = await call({ id: 'bad-callee', number: '+15005550001' }, 'Hello');
+    const record = await settled(trackingId, 'call_failed_at');
+    expect(record.call_failed_code).toBe('INVALID_TO_NUMBER');
+    expect(record.call_sent_at).toBeUndefined();
+  });
+});

@@ -1,0 +1,184 @@
+import { Pingram } from 'pingram';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type TestContext, createTestContext } from '../helpers/context.js';
+import { STORAGE_KINDS } from '../helpers/storage.js';
+import { eventually } from '../helpers/wait.js';
+
+describe.each(STORAGE_KINDS)('SMS end to end through the local development carrier (%s)', (kind) => {
+  let t: TestContext;
+  let from: string;
+  const send = (payload: unknown) => t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: payload as object });
+  const log = async (trackingId: string) => (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs[0];
+  const settled = (trackingId: string, field: string) => eventually(async () => ((await log(trackingId))?.[field] !== undefined ? log(trackingId) : undefined), 15_000, field);
+  const sent = async (payload: unknown) => {
+    const res = await send(payload);
+    expect(res.statusCode).toBe(202);
+    return res.json().trackingId as string;
+  };
+  const carrierMessages = async (to?: string) =>
+    (await t.app.inject({ method: 'GET', url: `/dev-carrier/messages${to ? `?to=${encodeURIComponent(to)}` : ''}`, headers: t.auth })).json().messages as Record<string, unknown>[];
+  const inbound = (payload: Record<string, unknown>) => t.app.inject({ method: 'POST', url: '/dev-carrier/inbound', headers: t.auth, payload });
+
+  beforeAll(async () => {
+    // Default configuration: no TWILIO_* credentials, so the built-in carrier is on.
+    t = await createTestContext(kind, { workers: true });
+    // The carrier and Clarion talk over real HTTP: give the address Clarion listens on.
+    t.deps.config.publicUrl = await t.app.listen({ port: 0, host: '127.0.0.1' });
+    const numbers = (await t.app.inject({ method: 'GET', url: '/numbers/list', headers: t.auth })).json();
+    from = numbers.numbers[0].phoneNumber;
+  });
+  afterAll(() => t.close());
+
+  it('gives the account a development number, listed in the SDK shape', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/numbers/list', headers: t.auth });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.numbers).toHaveLength(1);
+    expect(body.numbers[0]).toMatchObject({ phoneNumber: expect.stringMatching(/^\+1\d{3}55501\d{2}$/), countryCode: 'US', numberType: 'local', billingStatus: 'active', monthlyPrice: 0 });
+    expect(body.numbers[0].nextBillingDate).toMatch(/^\d{4}-\d{2}-\d{2}$/);
+    expect(body.sharedNumber).toBe(from);
+    const other = await t.newAccount();
+    const theirs = (await t.app.inject({ method: 'GET', url: '/numbers/list', headers: { authorization: `Bearer ${other.apiKey}` } })).json();
+    expect(theirs.numbers[0].phoneNumber).not.toBe(from);
+  });
+
+  it('is readable and sendable through the pingram SDK (NumbersApi.list, send)', async () => {
+    const client = new Pingram({ apiKey: t.account.apiKey, baseUrl: t.deps.config.publicUrl! });
+    const listed = await client.numbers.list();
+    expect(listed.sharedNumber).toBe(from);
+    expect(listed.numbers.map((n) => [n.phoneNumber, n.billingStatus, n.createdAt.length > 0])).toEqual([[from, 'active', true]]);
+    const { trackingId } = await client.send({ type: 'sdk_sms', to: { id: 'sdk-sms', number: '+14155550129' }, sms: { message: 'Hi from the SDK' } });
+    expect(await settled(trackingId, 'sms_delivered_at')).toMatchObject({ sms_sent_from: from, sms_preview: 'Hi from the SDK' });
+  });
+
+  it('sends an SMS, logs sms_sent_* and then sms_delivered_* from the signed callbacks', async () => {
+    const trackingId = await sent({ type: 'otp', to: { id: 'ada', number: '+14155550123' }, parameters: { code: '4711' }, sms: { message: 'Your code is {{ code }}' } });
+    const record = await settled(trackingId, 'sms_delivered_at');
+    expect(record).toMatchObject({
+      sms_routing: 'SEND',
+      sms_preview: 'Your code is 4711',
+      sms_sent_from: from,
+      sms_sent_encoding: 'GSM-7',
+      sms_sent_segments: 1,
+      sms_sent_parts: 1,
+      sms_sent_messageId: expect.stringMatching(/^SM[0-9a-f]{32}$/),
+      sms_delivered_cost_internal: 0.0079,
+      user_number: '+14155550123',
+    });
+    expect(record.sms_delivered_after).toBeGreaterThanOrEqual(record.sms_sent_after);
+    const [carried] = await carrierMessages('+14155550123');
+    expect(carried).toMatchObject({ sid: record.sms_sent_messageId, direction: 'outbound', from, to: '+14155550123', body: 'Your code is 4711', status: 'delivered', trackingId });
+  });
+
+  it('reports UCS-2 and multi-segment texts', async () => {
+    const emoji = await sent({ type: 'otp', to: { id: 'emo', number: '+14155550124' }, sms: { message: 'Party time 🎉' } });
+    expect(await settled(emoji, 'sms_sent_at')).toMatchObject({ sms_sent_encoding: 'UCS-2', sms_sent_segments: 1, sms_sent_parts: 1 });
+    const long = await sent({ type: 'otp', to: { id: 'emo' }, sms: { message: '🎉'.repeat(40) } });
+    expect(await settled(long, 'sms_sent_at')).toMatchObject({ sms_sent_encoding: 'UCS-2', sms_sent_segments: 2, sms_sent_parts: 2 });
+    const gsm = await sent({ type: 'otp', to: { id: 'emo' }, sms: { message: 'x'.repeat(200) } });
+    expect(await settled(gsm, 'sms_sent_at')).toMatchObject({ sms_sent_encoding: 'GSM-7', sms_sent_segments: 2 });
+  });
+
+  it('sends MMS media and refuses media that is not public https', async () => {
+    const mms = await sent({ type: 'pic', to: { id: 'pic', number: '+14155550125' }, sms: { message: 'Look', mediaUrls: ['https://cdn.example.com/cat.png'] } });
+    const record = await settled(mms, 'sms_delivered_at');
+    expect(record).toMatchObject({ sms_sent_parts: 1, sms_delivered_cost_internal: 0.02 });
+    const [carried] = await carrierMessages('+14155550125');
+    expect(carried!.mediaUrls).toEqual(['https://cdn.example.com/cat.png']);
+
+    const bad = await sent({ type: 'pic', to: { id: 'pic' }, sms: { message: 'Look', mediaUrls: ['http://127.0.0.1/secret.png'] } });
+    const failed = await settled(bad, 'sms_failed_at');
+    expect(failed.sms_failed_code).toBe('MEDIA_URL_INVALID');
+    expect(failed.sms_failed_internal).toContain('https');
+    expect(await carrierMessages('+14155550125')).toHaveLength(1);
+  });
+
+  it('maps carrier failures to readable codes', async () => {
+    const undelivered = await sent({ type: 'otp', to: { id: 'unreachable', number: '+15005550006' }, sms: { message: 'hi' } });
+    expect(await settled(undelivered, 'sms_failed_at')).toMatchObject({ sms_failed_code: 'UNREACHABLE', sms_sent_messageId: expect.stringMatching(/^SM/) });
+    const failed = await sent({ type: 'otp', to: { id: 'carrier-failed', number: '+15005550007' }, sms: { message: 'hi' } });
+    expect((await settled(failed, 'sms_failed_at')).sms_failed_code).toBe('UNKNOWN_ERROR');
+    const invalid = await sent({ type: 'otp', to: { id: 'invalid', number: '+15005550001' }, sms: { message: 'hi' } });
+    const rejected = await settled(invalid, 'sms_failed_at');
+    expect(rejected.sms_failed_code).toBe('INVALID_TO_NUMBER');
+    expect(rejected.sms_sent_at).toBeUndefined();
+    // The carrier's own opt-out list: permanent, and the user is suppressed for SMS.
+    const optedOut = await sent({ type: 'otp', to: { id: 'opted-out', number: '+15005550004' }, sms: { message: 'hi' } });
+    expect((await settled(optedOut, 'sms_failed_at')).sms_failed_code).toBe('RECIPIENT_UNSUBSCRIBED');
+    const next = await sent({ type: 'otp', to: { id: 'opted-out' }, sms: { message: 'again' } });
+    expect(await settled(next, 'sms_routing')).toMatchObject({ sms_routing: 'SKIP', sms_routing_reason: 'USER_SUPPRESSED' });
+  });
+
+  it('sends from an owned number named in sms.from, and from the default otherwise', async () => {
+    const own = await t.app.inject({ method: 'POST', url: '/numbers/order', headers: t.auth, payload: { phoneNumber: '+1 (415) 555-0999' } });
+    expect(own.json()).toMatchObject({ status: 'completed', phoneNumber: '+14155550999' });
+    const other = await t.newAccount('Number thief');
+    const taken = await t.app.inject({ method: 'POST', url: '/numbers/order', headers: { authorization: `Bearer ${other.apiKey}` }, payload: { phoneNumber: '+14155550999' } });
+    expect(taken.statusCode).toBe(409);
+
+    const chosen = await sent({ type: 'otp', to: { id: 'from-test', number: '+14155550126' }, sms: { message: 'hi', from: '+14155550999' } });
+    expect((await settled(chosen, 'sms_delivered_at')).sms_sent_from).toBe('+14155550999');
+    const notOwned = await sent({ type: 'otp', to: { id: 'from-test' }, sms: { message: 'hi', from: '+14155550888' } });
+    expect((await settled(notOwned, 'sms_sent_at')).sms_sent_from).toBe(from);
+    expect((await t.app.inject({ method: 'GET', url: '/numbers/list', headers: t.auth })).json().numbers.map((n: { phoneNumber: string }) => n.phoneNumber)).toEqual([from, '+14155550999']);
+  });
+
+  it('records an inbound reply, and STOP suppresses SMS until START', async () => {
+    const user = { id: 'stopper', number: '+14155550127' };
+    const first = await sent({ type: 'promo', to: user, sms: { message: 'Sale today' } });
+    await settled(first, 'sms_delivered_at');
+
+    const stop = await inbound({ from: user.number, text: 'STOP' });
+    expect(stop.statusCode).toBe(200);
+    expect(stop.json()).toMatchObject({ to: from, webhook: { status: 200, body: expect.stringContaining('<Response/>') } });
+    expect(await log(first)).toMatchObject({ sms_inbound_from: user.number, sms_inbound_text: 'STOP', sms_inbound_at: expect.any(String) });
+
+    const suppressed = await sent({ type: 'promo', to: { id: user.id }, sms: { message: 'Another sale' } });
+    expect(await settled(suppressed, 'sms_routing')).toMatchObject({ sms_routing: 'SKIP', sms_routing_reason: 'USER_SUPPRESSED' });
+
+    await inbound({ from: user.number, text: 'start' });
+    const restored = await sent({ type: 'promo', to: { id: user.id }, sms: { message: 'Welcome back' } });
+    expect(await settled(restored, 'sms_delivered_at')).toMatchObject({ sms_routing: 'SEND' });
+  });
+
+  it('answers an inbound message once with the auto-reply of the last send', async () => {
+    const user = { id: 'replier', number: '+14155550128' };
+    const trackingId = await sent({ type: 'survey', to: user, parameters: { name: 'Ada' }, sms: { message: 'How was it?', autoReply: { message: 'Thanks {{ name }} 🙏' } } });
+    await settled(trackingId, 'sms_delivered_at');
+
+    expect((await inbound({ from: user.number, text: 'Great' })).json().webhook.status).toBe(200);
+    const record = await log(trackingId);
+    expect(record).toMatchObject({
+      sms_inbound_text: 'Great',
+      sms_replied_to: user.number,
+      sms_replied_text: 'Thanks Ada 🙏',
+      sms_replied_segments: 1,
+      sms_replied_encoding: 'UCS-2',
+      sms_replied_at: expect.any(String),
+    });
+    await inbound({ from: user.number, text: 'Really great' });
+    expect((await log(trackingId)).sms_inbound_text).toBe('Really great');
+    const toUser = await carrierMessages(user.number);
+    expect(toUser.filter((m) => m.direction === 'outbound' && m.body === 'Thanks Ada 🙏')).toHaveLength(1);
+    expect(toUser.filter((m) => m.direction === 'outbound').map((m) => m.from)).toEqual([from, from]);
+    const fromUser = (await carrierMessages()).filter((m) => m.direction === 'inbound' && m.from === user.number);
+    expect(fromUser.map((m) => [m.to, m.body])).toEqual([
+      [from, 'Really great'],
+      [from, 'Great'],
+    ]);
+  });
+
+  it('keeps the carrier list per environment and refuses unsigned use of its REST API', async () => {
+    const other = await t.newAccount('Neighbour');
+    const theirs = (await t.app.inject({ method: 'GET', url: '/dev-carrier/messages', headers: { authorization: `Bearer ${other.apiKey}` } })).json();
+    expect(theirs.messages).toEqual([]);
+    const anonymous = await t.app.inject({
+      method: 'POST',
+      url: '/dev-carrier/2010-04-01/Accounts/ACdeadbeef/Messages.json',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'To=%2B14155550123&From=%2B14155550100&Body=hi',
+    });
+    expect(anonymous.statusCode).toBe(401);
+    expect(anonymous.json()).toMatchObject({ code: 20003 });
+  });
+});
