@@ -40,14 +40,21 @@ export async function startWorkers(deps: Deps, options: { concurrency?: number; 
   const timer = setInterval(() => purge().catch((err) => deps.logger.warn({ err }, 'log retention purge failed')), PURGE_INTERVAL_MS);
   timer.unref();
 
+  let stopped: Promise<void> | null = null;
   return {
     executors,
     worker,
     purge,
-    async stop() {
-      clearInterval(timer);
-      await deps.queue.stop();
-      await closeExecutors();
+    // Idempotent: a second stop waits for the first instead of closing connections twice.
+    stop() {
+      stopped ??= stopAll();
+      return stopped;
     },
   };
+
+  async function stopAll(): Promise<void> {
+    clearInterval(timer);
+    await deps.queue.stop();
+    await closeExecutors();
+  }
 }

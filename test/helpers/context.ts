@@ -22,7 +22,7 @@ export interface TestContext {
   account: CreatedAccount;
   /** `{authorization: 'Bearer <key>'}` for the first account. */
   auth: { authorization: string };
-  /** Started with `{workers: true}`: the delivery workers of this context. */
+  /** Started with `{workers: true}`: the delivery workers of this context (a test may replace them; close() stops the current ones). */
   workers?: Workers;
   newAccount(name?: string): Promise<CreatedAccount>;
   close(): Promise<void>;
@@ -54,9 +54,8 @@ export async function createTestContext(kind: Dialect, options: TestContextOptio
   const app = await buildApp(deps);
   await app.ready();
   const account = await createAccountWithEnvironment(deps, { name: 'Test account' });
-  const workers = options.workers ? await startWorkers(deps, { retryBaseMs: 10 }) : undefined;
-  return {
-    workers,
+  const context: TestContext = {
+    workers: options.workers ? await startWorkers(deps, { retryBaseMs: 10 }) : undefined,
     kind,
     deps,
     app,
@@ -65,12 +64,13 @@ export async function createTestContext(kind: Dialect, options: TestContextOptio
     auth: { authorization: `Bearer ${account.apiKey}` },
     newAccount: (name = 'Other account') => createAccountWithEnvironment(deps, { name }),
     async close() {
-      await workers?.stop();
+      await context.workers?.stop();
       await app.close();
       await storage.destroy();
       fs.rmSync(config.dataDir, { recursive: true, force: true });
     },
   };
+  return context;
 }
 
 /** A clock tests move by hand. */
