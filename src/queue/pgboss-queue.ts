@@ -158,7 +158,7 @@ export class PgBossQueue implements Queue, JobBackend {
     });
     if (!id) throw new Error(`queue: pg-boss did not insert the '${name}' job`);
     await this.exec(tx, 'select pg_notify($1, $2)', [this.channel, name]);
-    this.runner.nudge();
+    this.runner.nudge(name);
     return `${name}:${id}`;
   }
 
@@ -236,7 +236,7 @@ export class PgBossQueue implements Queue, JobBackend {
       }, 1000);
     };
     client.on('notification', (msg) => {
-      if (msg.channel === this.channel) this.runner.nudge();
+      if (msg.channel === this.channel) this.runner.nudge(msg.payload || undefined);
     });
     client.on('error', reconnect);
     client.on('end', () => reconnect());

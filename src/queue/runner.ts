@@ -89,6 +89,9 @@ export class JobRunner {
   private polling: Promise<void> = Promise.resolve();
   private pollingNow = false;
   private pollAgain = false;
+  /** Names to claim on the next pass: the ones nudged since the last, or every name. */
+  private readonly dirty = new Set<string>();
+  private dirtyAll = false;
   private pollTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
 
@@ -124,9 +127,16 @@ export class JobRunner {
     this.nudge();
   }
 
-  /** Polls now (or right after the poll in progress) instead of waiting for the interval. */
-  nudge(): void {
+  /**
+   * Polls now (or right after the poll in progress) instead of waiting for the interval: only
+   * the named queue when given (a job of that name was enqueued or finished), else every one.
+   * Claiming only what may have changed keeps a busy process from issuing a claim per name on
+   * every enqueue and completion.
+   */
+  nudge(name?: string): void {
     if (this.state !== 'started') return;
+    if (name === undefined) this.dirtyAll = true;
+    else this.dirty.add(name);
     if (this.pollingNow) {
       this.pollAgain = true;
       return;
@@ -141,7 +151,12 @@ export class JobRunner {
     try {
       do {
         this.pollAgain = false;
-        for (const [name, reg] of this.handlers) {
+        const names = this.dirtyAll ? [...this.handlers.keys()] : [...this.dirty];
+        this.dirty.clear();
+        this.dirtyAll = false;
+        for (const name of names) {
+          const reg = this.handlers.get(name);
+          if (!reg) continue;
           if (this.state !== 'started') return;
           const free = reg.concurrency - reg.running;
           if (free <= 0) continue;
@@ -175,7 +190,7 @@ export class JobRunner {
     entry.done = this.execute(reg, entry).finally(() => {
       reg.running--;
       this.running.delete(key);
-      this.nudge();
+      this.nudge(job.name);
     });
     this.running.set(key, entry);
   }

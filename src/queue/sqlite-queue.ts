@@ -121,7 +121,7 @@ export class SqliteQueue implements Queue, JobBackend {
       .execute();
     // On the same Kysely the claim waits for the connection until the caller's transaction ends,
     // so the nudge sees the job once committed; on another connection the next poll does.
-    this.runner.nudge();
+    this.runner.nudge(name);
     return id;
   }
 
@@ -197,9 +197,13 @@ export class SqliteQueue implements Queue, JobBackend {
       UPDATE queue_jobs
       SET state = 'running', attempt = attempt + 1, locked_by = ${this.workerId}, locked_until = ${until}, updated_at = ${now}
       WHERE id IN (
-        SELECT id FROM queue_jobs
-        WHERE name = ${name}
-          AND ((state = 'waiting' AND run_at <= ${now}) OR (state = 'running' AND locked_until < ${now}))
+        -- Two index range scans (name, state, run_at) instead of one OR, which would scan
+        -- every job of the name, done ones included, on every claim.
+        SELECT id FROM (
+          SELECT id, run_at FROM queue_jobs WHERE name = ${name} AND state = 'waiting' AND run_at <= ${now}
+          UNION ALL
+          SELECT id, run_at FROM queue_jobs WHERE name = ${name} AND state = 'running' AND locked_until < ${now}
+        )
         ORDER BY run_at, id
         LIMIT ${limit}
       )
