@@ -20,7 +20,7 @@ export class GroupCommit {
 
   constructor(
     private readonly db: Kysely<any>,
-    private readonly maxBatch = 256,
+    private readonly maxBatch = 32,
   ) {}
 
   run<T>(work: (trx: Kysely<any>) => Promise<T>): Promise<T> {
@@ -34,6 +34,9 @@ export class GroupCommit {
     this.running = true;
     try {
       while (this.queue.length > 0) {
+        // better-sqlite3 runs synchronously: a batch is one long task for the event loop. Keep
+        // batches small and let pending I/O (new requests) in between them.
+        await new Promise((resolve) => setImmediate(resolve));
         const batch = this.queue.splice(0, this.maxBatch);
         const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
         try {

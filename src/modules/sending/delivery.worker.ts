@@ -45,8 +45,8 @@ export class DeliveryWorker {
   }
 
   register(options: { concurrency?: number } = {}): void {
-    this.queue.work<{ trackingId: string }>(PROCESS_MESSAGE_JOB, (data) => this.processMessage(data.trackingId), { concurrency: options.concurrency ?? 8 });
-    this.queue.work<{ deliveryId: string }>(DELIVER_JOB, (data) => this.runDelivery(data.deliveryId), { concurrency: options.concurrency ?? 16 });
+    this.queue.work<{ trackingId: string }>(PROCESS_MESSAGE_JOB, (data) => this.processMessage(data.trackingId), { concurrency: options.concurrency ?? 4 });
+    this.queue.work<{ deliveryId: string }>(DELIVER_JOB, (data) => this.runDelivery(data.deliveryId), { concurrency: options.concurrency ?? 8 });
   }
 
   async processMessage(trackingId: string): Promise<void> {
