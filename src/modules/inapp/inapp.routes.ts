@@ -34,18 +34,8 @@ declare module 'fastify' {
 type Query = Record<string, unknown>;
 const str = (value: unknown) => (typeof value === 'string' && value !== '' ? value : undefined);
 
-/**
- * Browsers' fetch (and the published in-app client, which sets no Content-Type) send a string
- * body as text/plain; read it as JSON. A missing body is an empty object.
- */
+/** A missing body is an empty object (app.ts already reads text/plain and untyped bodies as JSON). */
 async function jsonBody(req: FastifyRequest): Promise<void> {
-  if (typeof req.body === 'string') {
-    try {
-      req.body = req.body.trim() === '' ? {} : JSON.parse(req.body);
-    } catch {
-      throw new AppError('INVALID_JSON', 'The request body is not valid JSON.', 'Send a well-formed JSON document.');
-    }
-  }
   if (req.body === undefined || req.body === null) req.body = {};
 }
 
