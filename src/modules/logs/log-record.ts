@@ -28,6 +28,12 @@ export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[]): Log
     failed_code: message.failed_code ?? undefined,
     failed_internal: message.failed_internal ?? undefined,
   };
+  if (message.skipped) {
+    for (const [ch, reason] of Object.entries(JSON.parse(message.skipped) as Record<string, string>)) {
+      record[`${ch}_routing`] = 'SKIP';
+      record[`${ch}_routing_reason`] = reason;
+    }
+  }
   for (const d of deliveries) {
     const ch = d.channel;
     record[`${ch}_routing`] = d.routing;

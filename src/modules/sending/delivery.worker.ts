@@ -93,16 +93,21 @@ export class DeliveryWorker {
     const context = buildRenderContext(send.parameters, user as unknown as Record<string, unknown>);
     const resolveComponents = componentResolver(this.deps, message.account_id, message.env_id);
     const rows: DeliveryRow[] = [];
+    const skipped: Record<string, string> = {};
     for (const decision of decisions) {
-      const base: DeliveryRow = {
+      if (decision.routing === 'SKIP') {
+        skipped[logNameOf(decision.channel)] = decision.reason;
+        continue;
+      }
+      const row: DeliveryRow = {
         id: this.deps.ids.uuid(),
         tracking_id: trackingId,
         account_id: message.account_id,
         env_id: message.env_id,
         channel: logNameOf(decision.channel),
-        routing: decision.routing,
-        routing_reason: decision.routing === 'SKIP' ? decision.reason : null,
-        status: decision.routing === 'SEND' ? 'pending' : 'skipped',
+        routing: 'SEND',
+        routing_reason: null,
+        status: 'pending',
         content: null,
         preview: null,
         attempts: 0,
@@ -116,28 +121,22 @@ export class DeliveryWorker {
         created_at: now,
         updated_at: now,
       };
-      // Skipped channels with no content say nothing more; the rest are logged with their reason.
-      if (decision.routing === 'SKIP' && (decision.reason === 'NO_CONTENT' || decision.reason === 'NOT_IN_FORCE_CHANNELS')) {
-        rows.push(base);
-        continue;
+      try {
+        const rendered = await renderChannelContent(decision.channel, contents.get(decision.channel)!, context, { resolveComponents });
+        row.content = JSON.stringify(rendered);
+        row.preview = this.executors[decision.channel]!.preview(rendered).slice(0, 500);
+      } catch (err) {
+        if (!(err instanceof TemplateRenderError)) throw err;
+        Object.assign(row, { status: 'failed', failed_at: now, failed_code: 'TEMPLATE_RENDER_FAILED', failed_internal: err.message });
       }
-      if (decision.routing === 'SEND') {
-        try {
-          const rendered = await renderChannelContent(decision.channel, contents.get(decision.channel)!, context, { resolveComponents });
-          base.content = JSON.stringify(rendered);
-          base.preview = this.executors[decision.channel]!.preview(rendered).slice(0, 500);
-        } catch (err) {
-          if (!(err instanceof TemplateRenderError)) throw err;
-          Object.assign(base, { status: 'failed', failed_at: now, failed_code: 'TEMPLATE_RENDER_FAILED', failed_internal: err.message });
-        }
-      }
-      rows.push(base);
+      rows.push(row);
     }
 
     await this.deps.db.transaction().execute(async (trx) => {
       const tx = new MessagesRepository(trx);
       // Only the run that moves the message on writes its deliveries (a re-run after a crash finds it processed).
-      if (!(await tx.updateMessage(trackingId, { state: 'processed', processed_at: now }, ['queued', 'scheduled']))) return;
+      const moved = await tx.updateMessage(trackingId, { state: 'processed', processed_at: now, skipped: JSON.stringify(skipped) }, ['queued', 'scheduled']);
+      if (!moved) return;
       await tx.insertDeliveries(rows);
       for (const row of rows) {
         if (row.status === 'pending') await this.queue.enqueue(trx, DELIVER_JOB, { deliveryId: row.id }, { maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 });

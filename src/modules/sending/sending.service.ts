@@ -144,6 +144,7 @@ export class SendingService {
           failed_at: null,
           failed_code: null,
           failed_internal: null,
+          skipped: null,
         };
         const repo = new MessagesRepository(trx);
         await repo.insertMessage(row);

@@ -26,6 +26,8 @@ export type MessagesTable = {
   failed_at: string | null;
   failed_code: string | null;
   failed_internal: string | null;
+  /** JSON {logChannel: SkipReason} of the channels this message did not use. */
+  skipped: string | null;
 }
 
 export type DeliveriesTable = {
