@@ -117,10 +117,10 @@ export class NumbersService {
     const rows = await this.repo.listNumbers(accountId);
     if (rows.length > 0) return rows.find((r) => r.is_default === 1) ?? rows[0]!;
     for (let i = 0; i < 50; i++) {
-      // A US area code in use (so the number reads as a plausible US number); the line is 555-01XX.
+      // A US geographic area code in use (a plausible local US number, never toll-free); the line is 555-01XX.
       let candidate: string;
       do candidate = `+1${randomInt(200, 990)}55501${String(randomInt(0, 100)).padStart(2, '0')}`;
-      while (parsePhoneNumberFromString(candidate)?.country !== 'US');
+      while (parsePhoneNumberFromString(candidate)?.country !== 'US' || TOLL_FREE_NANP.test(candidate));
       const row: PhoneNumberRow = {
         phone_number: candidate,
         account_id: accountId,
