@@ -21,6 +21,8 @@ import { PROCESS_MESSAGE_JOB, normalizeSend } from './sending.service.js';
 import type { DeliveryRow, MessageRow } from './sending.tables.js';
 
 export const DELIVER_JOB = 'delivery.run';
+/** Channels whose providers send status reports after accepting (telephony callbacks). */
+const ASYNC_REPORTS = new Set(['sms', 'call']);
 /** Provider calls per delivery before a transient failure becomes final. */
 export const MAX_DELIVERY_ATTEMPTS = 6;
 
@@ -57,7 +59,8 @@ export class DeliveryWorker {
     const body = JSON.parse(message.request) as SendBody;
     const send = normalizeSend({ ...body, to: body.to ?? body.user ?? { id: message.user_id } });
 
-    const user = await this.users.get(message.account_id, message.env_id, message.user_id);
+    const found = await this.users.getWithSuppressions(message.account_id, message.env_id, message.user_id);
+    const user = found?.user;
     const env = await new EnvironmentsRepository(this.deps.db).find(message.account_id, message.env_id);
     if (!user || !env) {
       await repo.updateMessage(
@@ -80,7 +83,7 @@ export class DeliveryWorker {
       }
     }
 
-    const suppressed = new Set(Object.keys(await this.users.suppressions(message.account_id, message.env_id, user.id)));
+    const suppressed = new Set(Object.keys(found!.suppressions));
     const decisions = routeChannels({
       forceChannels: body.forceChannels as Channel[] | undefined,
       withContent: new Set(contents.keys()),
@@ -176,8 +179,11 @@ export class DeliveryWorker {
           'pending',
         );
       });
-      // A provider's status report may have come in while the call was being committed.
-      if (outcome.result.providerMessageId) await applyPendingEvents(this.deps, delivery.channel, outcome.result.providerMessageId);
+      // A provider's status report may have come in while the call was being committed
+      // (only channels whose providers report back asynchronously).
+      if (outcome.result.providerMessageId && ASYNC_REPORTS.has(delivery.channel)) {
+        await applyPendingEvents(this.deps, delivery.channel, outcome.result.providerMessageId);
+      }
     } catch (err) {
       const failure = err instanceof DeliveryError ? err : new DeliveryError('INTERNAL', errorText(err), { retryable: true });
       const at = this.deps.clock.now().toISOString();

@@ -3,7 +3,8 @@ import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import type { Queue } from '../../queue/port.js';
 import { GroupCommit } from '../../storage/group-commit.js';
-import { AccountsRepository } from '../accounts/accounts.repository.js';
+import type { Kysely } from 'kysely';
+import { type AccountRow, AccountsRepository } from '../accounts/accounts.repository.js';
 import { currentCycleStart } from '../accounts/billing-cycle.js';
 import { validateInlineAttachments } from '../../channels/email/attachments.js';
 import { ensureType } from '../types/types.service.js';
@@ -17,6 +18,7 @@ import { UsageRepository } from './usage.repository.js';
 
 export const PROCESS_MESSAGE_JOB = 'message.process';
 const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
+const CACHE_MS = 5000;
 const MAX_SCHEDULE_AHEAD_MS = 366 * 24 * 3600 * 1000;
 
 export interface SendContext {
@@ -66,6 +68,8 @@ class IdempotentReplay extends Error {}
 export class SendingService {
   private readonly users: UsersService;
   private readonly commits: GroupCommit;
+  private readonly accounts = new Map<string, { row: AccountRow; until: number }>();
+  private readonly knownTypes = new Map<string, number>();
   constructor(
     private readonly deps: Deps,
     private readonly queue: Queue,
@@ -87,8 +91,7 @@ export class SendingService {
       if (replay) return replay;
     }
 
-    const account = await new AccountsRepository(this.deps.db).find(ctx.accountId);
-    if (!account) throw new AppError('UNAUTHORIZED', 'The account of these credentials no longer exists.');
+    const account = await this.account(ctx.accountId, now);
     const cycle = currentCycleStart(account.anniversary_date, now);
 
     const messages: string[] = [];
@@ -119,7 +122,7 @@ export class SendingService {
           );
         }
         const user = await this.users.upsertFromRecipient(ctx.accountId, ctx.envId, send.to, trx);
-        await ensureType(this.deps, ctx.accountId, ctx.envId, send.type, trx);
+        await this.ensureTypeOnce(ctx, send.type, trx);
         const row: MessageRow = {
           tracking_id: trackingId,
           account_id: ctx.accountId,
@@ -146,10 +149,9 @@ export class SendingService {
           failed_internal: null,
           skipped: null,
         };
-        const repo = new MessagesRepository(trx);
-        await repo.insertMessage(row);
-        const jobId = await this.queue.enqueue(trx, PROCESS_MESSAGE_JOB, { trackingId }, runAt ? { runAt } : {});
-        await repo.updateMessage(trackingId, { job_id: jobId });
+        // Job first, so the message is written once, with its job id; both commit together.
+        row.job_id = await this.queue.enqueue(trx, PROCESS_MESSAGE_JOB, { trackingId }, runAt ? { runAt } : {});
+        await new MessagesRepository(trx).insertMessage(row);
       });
     } catch (err) {
       if (err instanceof IdempotentReplay && ctx.idempotencyKey) {
@@ -209,6 +211,29 @@ export class SendingService {
       throw new AppError('CONFLICT', `This send is ${message.state}, not scheduled.`, 'Only sends with a future schedule can be changed or canceled.');
     }
     return message;
+  }
+
+  /**
+   * The account's cap and anniversary, cached for a few seconds: read on every send, changed
+   * almost never (the counter itself is always exact: it lives in usage_counters).
+   */
+  private async account(accountId: string, now: Date): Promise<AccountRow> {
+    const cached = this.accounts.get(accountId);
+    if (cached && cached.until > now.getTime()) return cached.row;
+    const row = await new AccountsRepository(this.deps.db).find(accountId);
+    if (!row) throw new AppError('UNAUTHORIZED', 'The account of these credentials no longer exists.');
+    this.accounts.set(accountId, { row, until: now.getTime() + CACHE_MS });
+    return row;
+  }
+
+  /** Creates the type when new; a type seen recently is not looked up again (the worker ensures it too). */
+  private async ensureTypeOnce(ctx: SendContext, type: string, trx: Kysely<any>): Promise<void> {
+    const key = `${ctx.envId}\u0000${type}`;
+    const now = this.deps.clock.now().getTime();
+    if ((this.knownTypes.get(key) ?? 0) > now) return;
+    await ensureType(this.deps, ctx.accountId, ctx.envId, type, trx);
+    if (this.knownTypes.size > 10_000) this.knownTypes.clear();
+    this.knownTypes.set(key, now + CACHE_MS);
   }
 
   private async replay(envId: string, key: string, requestHash: string, now: Date): Promise<SendResponse | null> {

@@ -14,11 +14,17 @@ export class UsageRepository {
    * serialises on the counter row.
    */
   async tryCount(accountId: string, cycleStart: string, cap: number): Promise<boolean> {
+    if (await this.increment(accountId, cycleStart, cap)) return true;
+    // First message of the cycle (no counter yet), or the cap is reached.
     await this.db
       .insertInto('usage_counters')
       .values({ account_id: accountId, cycle_start: cycleStart, messages: 0 })
       .onConflict((oc) => oc.columns(['account_id', 'cycle_start']).doNothing())
       .execute();
+    return this.increment(accountId, cycleStart, cap);
+  }
+
+  private async increment(accountId: string, cycleStart: string, cap: number): Promise<boolean> {
     const res = await this.db
       .updateTable('usage_counters')
       .set((eb) => ({ messages: eb('messages', '+', 1) }))

@@ -143,6 +143,12 @@ export class UsersService {
   }
 
   /** The stored suppressions of a user, per channel (for the sending pipeline's routing). */
+  /** The user with the channels they are suppressed on, in one read (the delivery worker's view). */
+  async getWithSuppressions(accountId: string, envId: string, userId: string): Promise<{ user: User; suppressions: Suppressions } | null> {
+    const row = await new UsersRepository(this.deps.db).find(accountId, envId, userId);
+    return row ? { user: toUser(row), suppressions: parseJson<Suppressions>(row.suppressions) ?? {} } : null;
+  }
+
   async suppressions(accountId: string, envId: string, userId: string): Promise<Suppressions> {
     const row = await new UsersRepository(this.deps.db).find(accountId, envId, userId);
     return row ? parseJson<Suppressions>(row.suppressions) ?? {} : {};
