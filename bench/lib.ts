@@ -25,6 +25,20 @@ export function start(entry: string, args: string[], env: NodeJS.ProcessEnv, rea
   });
 }
 
+/** Resolves once GET {base}/status answers 200. */
+export async function waitForStatus(base: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if ((await fetch(`${base}/status`)).status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`${base} did not come up`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
   const exited = new Promise((r) => child.once('exit', r));

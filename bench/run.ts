@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { clarionDelivery, rawNodemailer } from './email-delivery.js';
-import { freePort, load, start, stop } from './lib.js';
+import { spawn } from 'node:child_process';
+import { ROOT, freePort, load, start, stop, waitForStatus } from './lib.js';
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -35,7 +36,18 @@ async function acceptance() {
     await load(`http://127.0.0.1:${port}/send`, SEND_BODY, headers, CONNECTIONS, 2);
     const clarion = await load(`http://127.0.0.1:${port}/send`, SEND_BODY, headers, CONNECTIONS, SECONDS);
     await stop(server.child);
-    return { bare, clarion };
+    // For comparison: the API process alone (CLARION_ROLE=api; workers would run elsewhere).
+    const apiPort = await freePort();
+    const api = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), 'serve'], {
+      cwd: ROOT,
+      env: { ...process.env, CLARION_DATA_DIR: dataDir, PORT: String(apiPort), DATABASE_URL: '', CLARION_ROLE: 'api', LOG_LEVEL: 'warn' },
+      stdio: 'ignore',
+    });
+    await waitForStatus(`http://127.0.0.1:${apiPort}`);
+    await load(`http://127.0.0.1:${apiPort}/send`, SEND_BODY, headers, CONNECTIONS, 2);
+    const apiOnly = await load(`http://127.0.0.1:${apiPort}/send`, SEND_BODY, headers, CONNECTIONS, SECONDS);
+    await stop(api);
+    return { bare, clarion, apiOnly };
   } finally {
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
@@ -44,12 +56,13 @@ async function acceptance() {
 async function main() {
   console.log(`Clarion benchmarks on ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}`);
 
-  const { bare, clarion } = await acceptance();
+  const { bare, clarion, apiOnly } = await acceptance();
   if (clarion.non2xx || clarion.errors) console.log(`  note: Clarion answered ${clarion.non2xx} non-2xx and ${clarion.errors} errors`);
   console.log(`\nSend acceptance, ${CONNECTIONS} connections, ${SECONDS} s (POST /send, in-app content, embedded SQLite):`);
   console.log(`  bare Fastify route, same validation : ${fmt(bare.requestsPerSecond, 0)} req/s  p50 ${bare.p50Ms} ms  p99 ${bare.p99Ms} ms`);
   console.log(`  Clarion                             : ${fmt(clarion.requestsPerSecond, 0)} req/s  p50 ${clarion.p50Ms} ms  p99 ${clarion.p99Ms} ms`);
   console.log(`  ratio ${fmt((clarion.requestsPerSecond / bare.requestsPerSecond) * 100)}% of the bare route (target >= 50%), p99 ${clarion.p99Ms} ms (target < 50 ms)`);
+  console.log(`  API process alone (CLARION_ROLE=api): ${fmt(apiOnly.requestsPerSecond, 0)} req/s  p50 ${apiOnly.p50Ms} ms  p99 ${apiOnly.p99Ms} ms (${fmt((apiOnly.requestsPerSecond / bare.requestsPerSecond) * 100)}%)`);
 
   const raw = await rawNodemailer(EMAILS);
   const ours = await clarionDelivery(EMAILS);
