@@ -1,4 +1,4 @@
-import { convert } from 'html-to-text';
+import { compile } from 'html-to-text';
 import type Mail from 'nodemailer/lib/mailer/index.js';
 import type { EmailMessage } from '../types.js';
 import { type AttachmentFetchOptions, type ResolvedAttachment, resolveAttachments } from './attachments.js';
@@ -28,19 +28,34 @@ export function withPreheader(html: string, previewText: string | undefined): st
   return block + html;
 }
 
+// Compiled once: html-to-text's convert() re-processes its options on every call.
+const toText = compile({
+  wordwrap: 100,
+  selectors: [
+    { selector: 'a', options: { hideLinkHrefIfSameAsText: true } },
+    { selector: 'img', format: 'skip' },
+    { selector: 'h1', options: { uppercase: false } },
+    { selector: 'h2', options: { uppercase: false } },
+    { selector: 'h3', options: { uppercase: false } },
+    { selector: 'table', format: 'dataTable' },
+  ],
+});
+
+/** Recent conversions: a broadcast or a busy type sends the same rendered HTML many times. */
+const textCache = new Map<string, string>();
+const TEXT_CACHE_ENTRIES = 256;
+const TEXT_CACHE_MAX_HTML = 64 * 1024;
+
 /** The text/plain alternative, read from the HTML (without the hidden preheader). */
 export function htmlToPlainText(html: string): string {
-  return convert(html, {
-    wordwrap: 100,
-    selectors: [
-      { selector: 'a', options: { hideLinkHrefIfSameAsText: true } },
-      { selector: 'img', format: 'skip' },
-      { selector: 'h1', options: { uppercase: false } },
-      { selector: 'h2', options: { uppercase: false } },
-      { selector: 'h3', options: { uppercase: false } },
-      { selector: 'table', format: 'dataTable' },
-    ],
-  }).trim();
+  const cached = textCache.get(html);
+  if (cached !== undefined) return cached;
+  const text = toText(html).trim();
+  if (html.length <= TEXT_CACHE_MAX_HTML) {
+    if (textCache.size >= TEXT_CACHE_ENTRIES) textCache.delete(textCache.keys().next().value as string);
+    textCache.set(html, text);
+  }
+  return text;
 }
 
 /** `id@domain` without angle brackets; ids without a domain part get the sender's domain. */
