@@ -66,31 +66,27 @@ function slackApiUrl(raw: string | undefined): string {
   return value.endsWith('/') ? value : `${value}/`;
 }
 
-/** An APNs gateway: scheme, host and port only (https, or http for an h2c peer). */
-function apnsOrigin(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
+/** An http(s) URL setting, parsed; `fallback` when unset. */
+function parseHttpUrl(env: NodeJS.ProcessEnv, name: string, fallback: string): URL {
   const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  let url: URL;
+  let url: URL | undefined;
   try {
-    url = new URL(raw);
+    url = new URL(raw === undefined || raw === '' ? fallback : raw);
   } catch {
-    throw new ConfigError(`${name} must be an https:// origin, got "${raw}"`);
+    url = undefined;
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`${name} must be an https:// origin, got "${raw}"`);
-  return url.origin;
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
+  return url;
 }
 
+/** An APNs gateway: scheme, host and port only (https, or http for an h2c peer). */
+function apnsOrigin(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
+  return parseHttpUrl(env, name, fallback).origin;
+}
+
+/** A base URL without a trailing slash. */
 function httpUrl(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
-  return raw.replace(/\/+$/, '');
+  return parseHttpUrl(env, name, fallback).href.replace(/\/+$/, '');
 }
 
 function webPushSubject(raw: string | undefined): string | undefined {
