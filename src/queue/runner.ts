@@ -196,6 +196,9 @@ export class JobRunner {
   }
 
   private async execute(reg: Registration, entry: Running): Promise<void> {
+    // Let pending I/O (e.g. API requests in the same process) in before each job: on SQLite a
+    // handler's queries run synchronously, so back-to-back jobs would otherwise starve the API.
+    await new Promise((resolve) => setImmediate(resolve));
     const { job } = entry;
     if (job.attempt > job.maxAttempts) {
       // Taken over from a dead worker whose run used the last attempt.
