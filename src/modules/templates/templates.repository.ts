@@ -12,6 +12,9 @@ export interface TemplateKey {
 }
 
 /** Kysely only; every query scoped by account and environment. Construct over a transaction to join it. */
+/** The four columns that name one notification's templates on one channel. */
+const keyFilter = (k: TemplateKey) => ({ account_id: k.accountId, env_id: k.envId, notification_id: k.notificationId, channel: k.channel });
+
 export class TemplatesRepository {
   constructor(private readonly db: AnyDb) {}
 
@@ -23,10 +26,7 @@ export class TemplatesRepository {
     return this.q
       .selectFrom('templates')
       .selectAll()
-      .where('account_id', '=', k.accountId)
-      .where('env_id', '=', k.envId)
-      .where('notification_id', '=', k.notificationId)
-      .where('channel', '=', k.channel)
+      .where((eb) => eb.and(keyFilter(k)))
       .orderBy('created_at')
       .orderBy('template_id')
       .execute();
@@ -36,10 +36,7 @@ export class TemplatesRepository {
     return this.q
       .selectFrom('templates')
       .selectAll()
-      .where('account_id', '=', k.accountId)
-      .where('env_id', '=', k.envId)
-      .where('notification_id', '=', k.notificationId)
-      .where('channel', '=', k.channel)
+      .where((eb) => eb.and(keyFilter(k)))
       .where('template_id', '=', templateId)
       .executeTakeFirst();
   }
@@ -84,10 +81,7 @@ export class TemplatesRepository {
     await this.q
       .updateTable('templates')
       .set({ content, updated_at: updatedAt })
-      .where('account_id', '=', k.accountId)
-      .where('env_id', '=', k.envId)
-      .where('notification_id', '=', k.notificationId)
-      .where('channel', '=', k.channel)
+      .where((eb) => eb.and(keyFilter(k)))
       .where('template_id', '=', templateId)
       .execute();
   }
@@ -96,10 +90,7 @@ export class TemplatesRepository {
   async delete(k: TemplateKey, templateId: string): Promise<void> {
     await this.q
       .deleteFrom('templates')
-      .where('account_id', '=', k.accountId)
-      .where('env_id', '=', k.envId)
-      .where('notification_id', '=', k.notificationId)
-      .where('channel', '=', k.channel)
+      .where((eb) => eb.and(keyFilter(k)))
       .where('template_id', '=', templateId)
       .execute();
   }
@@ -108,10 +99,7 @@ export class TemplatesRepository {
     return this.q
       .selectFrom('template_defaults')
       .selectAll()
-      .where('account_id', '=', k.accountId)
-      .where('env_id', '=', k.envId)
-      .where('notification_id', '=', k.notificationId)
-      .where('channel', '=', k.channel)
+      .where((eb) => eb.and(keyFilter(k)))
       .execute();
   }
 
@@ -143,10 +131,7 @@ export class TemplatesRepository {
     return this.q
       .selectFrom('component_refs')
       .select('component_id')
-      .where('account_id', '=', k.accountId)
-      .where('env_id', '=', k.envId)
-      .where('notification_id', '=', k.notificationId)
-      .where('channel', '=', k.channel)
+      .where((eb) => eb.and(keyFilter(k)))
       .where('template_id', '=', templateId)
       .execute();
   }
@@ -154,10 +139,7 @@ export class TemplatesRepository {
   async replaceComponentRefs(k: TemplateKey, templateId: string, componentIds: string[]): Promise<void> {
     await this.q
       .deleteFrom('component_refs')
-      .where('account_id', '=', k.accountId)
-      .where('env_id', '=', k.envId)
-      .where('notification_id', '=', k.notificationId)
-      .where('channel', '=', k.channel)
+      .where((eb) => eb.and(keyFilter(k)))
       .where('template_id', '=', templateId)
       .execute();
     if (componentIds.length === 0) return;
