@@ -82,6 +82,12 @@ export async function buildApp(deps: Deps): Promise<App> {
     route.schema = { ...route.schema, security: mode === 'none' ? [] : [{ inappUser: [] }] };
   });
 
+  // Workers in this process give way while the API is busy (see ApiLoad).
+  app.addHook('onRequest', (_request, _reply, done) => {
+    deps.load.requestReceived();
+    done();
+  });
+
   installErrorHandling(app);
   const metrics = installMetrics(app);
   installAuth(app, deps);

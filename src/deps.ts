@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import pino, { type Logger } from 'pino';
 import { uuidv7 } from 'uuidv7';
 import type { Config } from './config.js';
+import { ApiLoad } from './load.js';
 import { type Queue, type QueueOptions, createQueue } from './queue/index.js';
 import { Secrets, loadRootKey } from './secrets.js';
 import { type Storage, openStorage } from './storage/db.js';
@@ -27,6 +28,8 @@ export interface Deps {
   secrets: Secrets;
   /** Durable jobs in the same database (embedded queue on SQLite, pg-boss on PostgreSQL). */
   queue: Queue;
+  /** How busy this process's API is; its queue gives way while it is (role all). */
+  load: ApiLoad;
 }
 
 export const systemClock: Clock = { now: () => new Date() };
@@ -66,6 +69,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
   const logger = overrides.logger ?? createLogger(config);
   const clock = overrides.clock ?? systemClock;
   const ids = overrides.ids ?? uuidIds;
+  const load = new ApiLoad();
   return {
     config,
     storage,
@@ -74,6 +78,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
     clock,
     ids,
     secrets: overrides.secrets ?? new Secrets(loadRootKey(config.secretKey, config.dataDir)),
+    load,
     queue: createQueue(storage, {
       logger,
       ids,
@@ -82,6 +87,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
       lockMs: config.jobLockSeconds * 1000,
       // pg-boss expires dead workers' locks during maintenance; run it as often as a lock can expire.
       maintenanceIntervalSeconds: Math.min(30, config.jobLockSeconds),
+      busy: () => load.busy(),
       ...overrides.queue,
     }),
   };

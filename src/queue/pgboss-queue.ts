@@ -101,6 +101,7 @@ export class PgBossQueue implements Queue, JobBackend {
       backoff: options.backoff,
       random: options.random,
       logger: options.logger,
+      busy: options.busy,
     });
   }
 

@@ -43,6 +43,8 @@ export interface RunnerOptions {
   backoff?: BackoffOptions;
   random?: () => number;
   logger?: QueueLogger;
+  /** While true, at most one job runs at a time in this process (see ApiLoad). */
+  busy?: () => boolean;
 }
 
 /** Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))]. */
@@ -158,7 +160,7 @@ export class JobRunner {
           const reg = this.handlers.get(name);
           if (!reg) continue;
           if (this.state !== 'started') return;
-          const free = reg.concurrency - reg.running;
+          const free = Math.min(reg.concurrency - reg.running, this.room());
           if (free <= 0) continue;
           let jobs: ClaimedJob[] = [];
           try {
@@ -179,6 +181,14 @@ export class JobRunner {
         }, this.options.pollIntervalMs);
       }
     }
+  }
+
+  /** Jobs that may start now across all names: unbounded, or one in all while the process is busy. */
+  private room(): number {
+    if (!this.options.busy?.()) return Number.POSITIVE_INFINITY;
+    let running = 0;
+    for (const reg of this.handlers.values()) running += reg.running;
+    return 1 - running;
   }
 
   private launch(reg: Registration, job: ClaimedJob): void {

@@ -1,5 +1,6 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
+import type SQLite from 'better-sqlite3';
 import { type Kysely, sql } from 'kysely';
 import { uuidv7 } from 'uuidv7';
 import type { Clock, Ids } from '../deps.js';
@@ -42,6 +43,8 @@ export interface CommonQueueOptions {
   backoff?: BackoffOptions;
   /** Source of the backoff jitter (tests). */
   random?: () => number;
+  /** While true, one job at a time runs in this process (the API in the same process is busy). */
+  busy?: () => boolean;
 }
 
 export interface SqliteQueueOptions extends CommonQueueOptions {
@@ -76,6 +79,7 @@ export class SqliteQueue implements Queue, JobBackend {
   private readonly lockMs: number;
   private readonly workerId = `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   private purgeTimer: NodeJS.Timeout | null = null;
+  private readonly syncInserts = new WeakMap<SQLite.Database, SQLite.Statement>();
 
   constructor(
     private readonly db: Kysely<any>,
@@ -91,6 +95,7 @@ export class SqliteQueue implements Queue, JobBackend {
       backoff: options.backoff,
       random: options.random,
       logger: options.logger,
+      busy: options.busy,
     });
   }
 
@@ -123,6 +128,31 @@ export class SqliteQueue implements Queue, JobBackend {
     // so the nudge sees the job once committed; on another connection the next poll does.
     this.runner.nudge(name);
     return id;
+  }
+
+  /**
+   * enqueue() for callers that run a whole batch synchronously on the raw SQLite connection (the
+   * send intake). The caller must hold Kysely's connection, and must call nudge() after commit.
+   */
+  enqueueSync<T>(database: SQLite.Database, name: string, data: T, options: EnqueueOptions = {}): string {
+    let insert = this.syncInserts.get(database);
+    if (!insert) {
+      insert = database.prepare(
+        `INSERT INTO queue_jobs (id, name, data, state, run_at, attempt, max_attempts, created_at, updated_at)
+         VALUES (?, ?, ?, 'waiting', ?, 0, ?, ?, ?)`,
+      );
+      this.syncInserts.set(database, insert);
+    }
+    const id = this.ids.uuid();
+    const now = this.now();
+    const runAt = (options.runAt ?? this.clock.now()).toISOString();
+    insert.run(id, name, JSON.stringify(data ?? null), runAt, resolveMaxAttempts(options.maxAttempts, this.options.maxAttempts ?? 10), now, now);
+    return id;
+  }
+
+  /** Tells this process's workers that jobs of `name` were committed. */
+  nudge(name?: string): void {
+    this.runner.nudge(name);
   }
 
   async cancel(tx: Kysely<any>, jobId: string): Promise<boolean> {
@@ -198,11 +228,19 @@ export class SqliteQueue implements Queue, JobBackend {
       SET state = 'running', attempt = attempt + 1, locked_by = ${this.workerId}, locked_until = ${until}, updated_at = ${now}
       WHERE id IN (
         -- Two index range scans (name, state, run_at) instead of one OR, which would scan
-        -- every job of the name, done ones included, on every claim.
+        -- every job of the name, done ones included, on every claim. Each branch has its own
+        -- ORDER BY and LIMIT so the waiting scan stops after \`limit\` rows in index order,
+        -- however long the backlog is (one outer sort over the union read every waiting job).
         SELECT id FROM (
-          SELECT id, run_at FROM queue_jobs WHERE name = ${name} AND state = 'waiting' AND run_at <= ${now}
+          SELECT * FROM (
+            SELECT id, run_at FROM queue_jobs WHERE name = ${name} AND state = 'waiting' AND run_at <= ${now}
+            ORDER BY run_at LIMIT ${limit}
+          )
           UNION ALL
-          SELECT id, run_at FROM queue_jobs WHERE name = ${name} AND state = 'running' AND locked_until < ${now}
+          SELECT * FROM (
+            SELECT id, run_at FROM queue_jobs WHERE name = ${name} AND state = 'running' AND locked_until < ${now}
+            ORDER BY run_at LIMIT ${limit}
+          )
         )
         ORDER BY run_at, id
         LIMIT ${limit}

@@ -11,6 +11,12 @@ export type Dialect = 'sqlite' | 'postgres';
 export interface Storage {
   db: Kysely<CoreTables>;
   dialect: Dialect;
+  /**
+   * The SQLite connection under `db` (SQLite only), for the few hot paths that run a whole batch
+   * synchronously. Use it only while holding Kysely's connection (`db.connection().execute`), so
+   * its statements never interleave with an open Kysely transaction.
+   */
+  sqlite?: SQLite.Database;
   /** Runs migrations up to the latest; safe to call from several processes at once on PostgreSQL. */
   migrate(): Promise<string[]>;
   ping(): Promise<void>;
@@ -48,7 +54,7 @@ export function openStorage(options: StorageOptions): Storage {
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
   const db = new Kysely<CoreTables>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) });
-  return wrap(db, 'sqlite');
+  return { ...wrap(db, 'sqlite'), sqlite: database };
 }
 
 /**

@@ -217,6 +217,39 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     expect(max).toBe(3);
   });
 
+  it('runs one job at a time in all while busy() says the process is busy, and full concurrency again after', async () => {
+    let busy = true;
+    const q = env.queue({ busy: () => busy });
+    let current = 0;
+    let maxBusy = 0;
+    let maxFree = 0;
+    let done = 0;
+    const all = deferred();
+    const handler = async () => {
+      current++;
+      if (busy) maxBusy = Math.max(maxBusy, current);
+      else maxFree = Math.max(maxFree, current);
+      await sleep(30);
+      current--;
+      if (++done === 16) all.resolve();
+    };
+    q.work('t.busy.a', handler, { concurrency: 4 });
+    q.work('t.busy.b', handler, { concurrency: 4 });
+    await q.start();
+    await env.storage.db.transaction().execute(async (trx) => {
+      for (let i = 0; i < 8; i++) {
+        await q.enqueue(trx, 't.busy.a', { i });
+        await q.enqueue(trx, 't.busy.b', { i });
+      }
+    });
+    // Busy: jobs keep moving, one at a time across both names.
+    await waitFor(async () => done >= 4, 10_000, 'progress while busy');
+    expect(maxBusy).toBe(1);
+    busy = false;
+    await all.promise;
+    expect(maxFree).toBeGreaterThan(1);
+  });
+
   it('on stop waits for running handlers, then releases unfinished jobs to another worker at once', async () => {
     const a = env.queue({ graceMs: 150, lockMs: 60_000 });
     const quickDone = deferred();

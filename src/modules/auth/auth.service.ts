@@ -22,6 +22,20 @@ const unauthorized = (message: string) =>
 /** Do not write last_used_at more often than this per key: it would put a write on every request. */
 const TOUCH_INTERVAL_MS = 60_000;
 
+/**
+ * API keys resolved recently, per database, shared by every AuthService of the process: a key is
+ * looked up on every request, and changes only when revoked. A revocation here clears the cache
+ * at once (forgetApiKeys); one made by another process takes effect here within this time.
+ */
+const API_KEY_CACHE_MS = 2000;
+const API_KEY_CACHE_MAX = 10_000;
+const apiKeyCaches = new WeakMap<object, Map<string, { auth: AuthContext; until: number }>>();
+
+/** Drops every cached API key of this database (after a revocation). */
+export function forgetApiKeys(db: object): void {
+  apiKeyCaches.get(db)?.clear();
+}
+
 export class AuthService {
   private readonly keys: KeysRepository;
   private readonly environments: EnvironmentsRepository;
@@ -59,11 +73,20 @@ export class AuthService {
   }
 
   private async byApiKey(key: string): Promise<AuthContext> {
-    const row = await this.keys.findByHash(sha256Hex(key));
+    const hash = sha256Hex(key);
+    let cache = apiKeyCaches.get(this.deps.db);
+    if (!cache) apiKeyCaches.set(this.deps.db, (cache = new Map()));
+    const now = Date.now();
+    const cached = cache.get(hash);
+    if (cached && cached.until > now) return { ...cached.auth };
+    const row = await this.keys.findByHash(hash);
     if (!row) throw unauthorized('Unknown API key.');
     if (row.revoked) throw unauthorized('This API key has been revoked.');
     this.touch(row.id);
-    return { accountId: row.account_id, envId: row.env_id, via: 'apiKey', keyId: row.id };
+    const auth: AuthContext = { accountId: row.account_id, envId: row.env_id, via: 'apiKey', keyId: row.id };
+    if (cache.size >= API_KEY_CACHE_MAX) cache.clear();
+    cache.set(hash, { auth, until: now + API_KEY_CACHE_MS });
+    return { ...auth };
   }
 
   private async byJwt(token: string): Promise<AuthContext> {

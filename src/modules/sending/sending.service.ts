@@ -2,19 +2,16 @@ import { createHash } from 'node:crypto';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import type { Queue } from '../../queue/port.js';
-import { GroupCommit } from '../../storage/group-commit.js';
-import type { Kysely } from 'kysely';
 import { type AccountRow, AccountsRepository } from '../accounts/accounts.repository.js';
 import { currentCycleStart } from '../accounts/billing-cycle.js';
 import { validateInlineAttachments } from '../../channels/email/attachments.js';
-import { ensureType } from '../types/types.service.js';
-import { UsersService } from '../users/users.service.js';
+import { parseRecipient } from '../users/users.service.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
 import { MessagesRepository } from './messages.repository.js';
 import type { SendBody, SendResponse } from './sending.schemas.js';
+import { type SendIntake, createIntake } from './intake.js';
 import type { MessageRow } from './sending.tables.js';
-import { UsageRepository } from './usage.repository.js';
 
 export const PROCESS_MESSAGE_JOB = 'message.process';
 const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
@@ -63,19 +60,15 @@ export function parseSchedule(schedule: string | undefined, now: Date): Date | n
   return at.getTime() <= now.getTime() ? null : at;
 }
 
-class IdempotentReplay extends Error {}
-
 export class SendingService {
-  private readonly users: UsersService;
-  private readonly commits: GroupCommit;
+  private readonly intake: SendIntake;
   private readonly accounts = new Map<string, { row: AccountRow; until: number }>();
   private readonly knownTypes = new Map<string, number>();
   constructor(
     private readonly deps: Deps,
     private readonly queue: Queue,
   ) {
-    this.users = new UsersService(deps);
-    this.commits = new GroupCommit(deps.db);
+    this.intake = createIntake(deps, queue);
   }
 
   /** Accepts a send: answered only once the message and its job are committed together. */
@@ -85,9 +78,12 @@ export class SendingService {
     const runAt = parseSchedule(body.schedule, now);
     validateInlineAttachments(body.options?.email?.attachments ?? []);
 
-    const requestHash = createHash('sha256').update(JSON.stringify(body)).digest('hex');
+    const recipient = parseRecipient(send.to);
+
+    const request = JSON.stringify(body);
+    const requestHash = ctx.idempotencyKey ? createHash('sha256').update(request).digest('hex') : undefined;
     if (ctx.idempotencyKey) {
-      const replay = await this.replay(ctx.envId, ctx.idempotencyKey, requestHash, now);
+      const replay = await this.replay(ctx.envId, ctx.idempotencyKey, requestHash!, now);
       if (replay) return replay;
     }
 
@@ -101,64 +97,68 @@ export class SendingService {
 
     const trackingId = this.deps.ids.uuid();
     const response: SendResponse = { trackingId, messages };
-    try {
-      await this.commits.run(async (trx) => {
-        if (ctx.idempotencyKey) {
-          const fresh = await new IdempotencyRepository(trx).insert({
+    const typeKey = `${ctx.envId}\u0000${send.type}`;
+    const typeKnown = (this.knownTypes.get(typeKey) ?? 0) > now.getTime();
+    const outcome = await this.intake.write({
+      accountId: ctx.accountId,
+      envId: ctx.envId,
+      now: now.toISOString(),
+      idempotency: ctx.idempotencyKey
+        ? {
             env_id: ctx.envId,
             key: ctx.idempotencyKey,
-            request_hash: requestHash,
+            request_hash: requestHash!,
             tracking_id: trackingId,
             response: JSON.stringify(response),
             created_at: now.toISOString(),
-          });
-          if (!fresh) throw new IdempotentReplay();
-        }
-        if (!(await new UsageRepository(trx).tryCount(ctx.accountId, cycle, account.messages_cap))) {
-          throw new AppError(
-            'USAGE_LIMIT_EXCEEDED',
-            `The account has used its ${account.messages_cap} messages for the billing cycle that started ${cycle}.`,
-            'Wait for the next cycle, or raise messagesCap (CLARION_DEFAULT_MESSAGES_CAP for new accounts).',
-          );
-        }
-        const user = await this.users.upsertFromRecipient(ctx.accountId, ctx.envId, send.to, trx);
-        await this.ensureTypeOnce(ctx, send.type, trx);
-        const row: MessageRow = {
-          tracking_id: trackingId,
-          account_id: ctx.accountId,
-          env_id: ctx.envId,
-          notification_id: send.type,
-          user_id: user.id,
-          user_email: user.email ?? null,
-          user_number: user.number ?? null,
-          template_id: body.templateId ?? null,
-          sub_notification_id: send.subNotificationId ?? null,
-          request: JSON.stringify(body),
-          state: runAt ? 'scheduled' : 'queued',
-          job_id: null,
-          ip: ctx.ip ?? null,
-          agent: ctx.agent ?? null,
-          received_at: now.toISOString(),
-          processed_at: null,
-          scheduled_for: runAt?.toISOString() ?? null,
-          schedule_updated_at: null,
-          schedule_updated_to: null,
-          schedule_deleted_at: null,
-          failed_at: null,
-          failed_code: null,
-          failed_internal: null,
-          skipped: null,
-        };
-        // Job first, so the message is written once, with its job id; both commit together.
-        row.job_id = await this.queue.enqueue(trx, PROCESS_MESSAGE_JOB, { trackingId }, runAt ? { runAt } : {});
-        await new MessagesRepository(trx).insertMessage(row);
-      });
-    } catch (err) {
-      if (err instanceof IdempotentReplay && ctx.idempotencyKey) {
-        const replay = await this.replay(ctx.envId, ctx.idempotencyKey, requestHash, now);
-        if (replay) return replay;
-      }
-      throw err;
+          }
+        : null,
+      usage: { cycleStart: cycle, cap: account.messages_cap },
+      recipient,
+      ensureType: typeKnown ? null : send.type,
+      job: { name: PROCESS_MESSAGE_JOB, data: { trackingId }, runAt },
+      message: {
+        tracking_id: trackingId,
+        account_id: ctx.accountId,
+        env_id: ctx.envId,
+        notification_id: send.type,
+        user_id: recipient.userId,
+        user_email: null,
+        user_number: null,
+        template_id: body.templateId ?? null,
+        sub_notification_id: send.subNotificationId ?? null,
+        request,
+        state: runAt ? 'scheduled' : 'queued',
+        job_id: null,
+        ip: ctx.ip ?? null,
+        agent: ctx.agent ?? null,
+        received_at: now.toISOString(),
+        processed_at: null,
+        scheduled_for: runAt?.toISOString() ?? null,
+        schedule_updated_at: null,
+        schedule_updated_to: null,
+        schedule_deleted_at: null,
+        failed_at: null,
+        failed_code: null,
+        failed_internal: null,
+        skipped: null,
+      },
+    });
+    if (outcome === 'replay') {
+      const replay = await this.replay(ctx.envId, ctx.idempotencyKey!, requestHash!, now);
+      if (replay) return replay;
+      throw new AppError('CONFLICT', 'This Idempotency-Key is being used by a send that did not complete.', 'Retry the request.');
+    }
+    if (outcome === 'cap') {
+      throw new AppError(
+        'USAGE_LIMIT_EXCEEDED',
+        `The account has used its ${account.messages_cap} messages for the billing cycle that started ${cycle}.`,
+        'Wait for the next cycle, or raise messagesCap (CLARION_DEFAULT_MESSAGES_CAP for new accounts).',
+      );
+    }
+    if (!typeKnown) {
+      if (this.knownTypes.size > 10_000) this.knownTypes.clear();
+      this.knownTypes.set(typeKey, now.getTime() + CACHE_MS);
     }
     return response;
   }
@@ -224,16 +224,6 @@ export class SendingService {
     if (!row) throw new AppError('UNAUTHORIZED', 'The account of these credentials no longer exists.');
     this.accounts.set(accountId, { row, until: now.getTime() + CACHE_MS });
     return row;
-  }
-
-  /** Creates the type when new; a type seen recently is not looked up again (the worker ensures it too). */
-  private async ensureTypeOnce(ctx: SendContext, type: string, trx: Kysely<any>): Promise<void> {
-    const key = `${ctx.envId}\u0000${type}`;
-    const now = this.deps.clock.now().getTime();
-    if ((this.knownTypes.get(key) ?? 0) > now) return;
-    await ensureType(this.deps, ctx.accountId, ctx.envId, type, trx);
-    if (this.knownTypes.size > 10_000) this.knownTypes.clear();
-    this.knownTypes.set(key, now + CACHE_MS);
   }
 
   private async replay(envId: string, key: string, requestHash: string, now: Date): Promise<SendResponse | null> {

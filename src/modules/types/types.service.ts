@@ -66,6 +66,25 @@ export function toNotificationType(row: NotificationTypeRow): NotificationType {
   };
 }
 
+/** The row of a type created on first use by a send. */
+export function autoCreatedTypeRow(accountId: string, envId: string, notificationId: string, now: string): NotificationTypeRow {
+  return {
+    env_id: envId,
+    notification_id: notificationId,
+    account_id: accountId,
+    title: notificationId,
+    channels: JSON.stringify(AUTO_CREATED_CHANNELS),
+    enabled: 1,
+    options: null,
+    deduplication: null,
+    throttling: null,
+    retention: null,
+    auto_created: 1,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
 /**
  * Returns the notification type, creating it when missing (enabled, AUTO_CREATED_CHANNELS,
  * title = id). Safe under concurrent calls: insert-or-ignore, then read. Pass `db` to run inside
@@ -81,22 +100,7 @@ export async function ensureType(
   const repo = new TypesRepository(db);
   const existing = await repo.find(accountId, envId, notificationId);
   if (existing) return toNotificationType(existing);
-  const now = deps.clock.now().toISOString();
-  await repo.insertIfMissing({
-    env_id: envId,
-    notification_id: notificationId,
-    account_id: accountId,
-    title: notificationId,
-    channels: JSON.stringify(AUTO_CREATED_CHANNELS),
-    enabled: 1,
-    options: null,
-    deduplication: null,
-    throttling: null,
-    retention: null,
-    auto_created: 1,
-    created_at: now,
-    updated_at: now,
-  });
+  await repo.insertIfMissing(autoCreatedTypeRow(accountId, envId, notificationId, deps.clock.now().toISOString()));
   const row = await repo.find(accountId, envId, notificationId);
   // Only possible when the id is taken by another account's environment, which env ids rule out.
   if (!row) throw new AppError('CONFLICT', `Notification type "${notificationId}" could not be created.`);

@@ -67,16 +67,23 @@ export class UsersService {
    * existing user. Pass `trx` to upsert inside the caller's transaction (the send's outbox write).
    */
   async upsertFromRecipient(accountId: string, envId: string, to: unknown, trx?: Kysely<CoreTables>): Promise<User> {
-    if (typeof to !== 'object' || to === null || Array.isArray(to)) {
-      throw invalid('to must be a user object.', 'Send to: {id?, email?, number?, ...}.');
-    }
-    const recipient = to as Record<string, unknown>;
-    let id: string;
-    if (recipient.id !== undefined && recipient.id !== null && recipient.id !== '') id = validateUserId(recipient.id, 'to.id');
-    else if (typeof recipient.email === 'string' && recipient.email !== '') id = validateEmail(recipient.email, 'to.email');
-    else if (typeof recipient.number === 'string' && recipient.number !== '') id = normalizePhoneNumber(recipient.number, 'to.number');
-    else throw invalid('to needs an id, an email or a number to identify the recipient.', 'Add to.id (or to.email / to.number).');
-    return this.identify(accountId, envId, { ...recipient, id }, { touchLastSeen: false, trx });
+    return this.upsertRecipient(accountId, envId, parseRecipient(to), trx);
+  }
+
+  /** upsertFromRecipient for a recipient already validated by parseRecipient. */
+  async upsertRecipient(accountId: string, envId: string, { userId, patch }: Recipient, trx?: Kysely<CoreTables>): Promise<User> {
+    const now = this.deps.clock.now().toISOString();
+    return this.inTransaction(trx, async (db) => {
+      const repo = new UsersRepository(db, this.lockRows);
+      const current = await repo.findForUpdate(accountId, envId, userId);
+      let plan = planRecipientUpsert(current, accountId, envId, userId, patch, now);
+      if (plan.write === 'insert' && !(await repo.insertIfAbsent(plan.row))) {
+        // Created by a concurrent request since the read: merge into that one.
+        plan = planRecipientUpsert(await repo.findForUpdate(accountId, envId, userId), accountId, envId, userId, patch, now);
+      }
+      if (plan.write === 'update') await repo.update(accountId, envId, userId, plan.row);
+      return toUser(plan.row);
+    });
   }
 
   async get(accountId: string, envId: string, userId: string): Promise<User | null> {
@@ -217,6 +224,49 @@ export class UsersService {
       return toUser(next);
     });
   }
+}
+
+/** A send's recipient: the user id and the validated fields it carries. */
+export interface Recipient {
+  userId: string;
+  patch: IdentifyPatch;
+}
+
+/**
+ * Validates a send's `to`. Rule: the user id is `to.id`; without one it is `to.email`, else
+ * `to.number` in E.164 (so "(415) 555-0123" and "+14155550123" are the same user).
+ */
+export function parseRecipient(to: unknown): Recipient {
+  if (typeof to !== 'object' || to === null || Array.isArray(to)) {
+    throw invalid('to must be a user object.', 'Send to: {id?, email?, number?, ...}.');
+  }
+  const recipient = to as Record<string, unknown>;
+  let userId: string;
+  if (recipient.id !== undefined && recipient.id !== null && recipient.id !== '') userId = validateUserId(recipient.id, 'to.id');
+  else if (typeof recipient.email === 'string' && recipient.email !== '') userId = validateEmail(recipient.email, 'to.email');
+  else if (typeof recipient.number === 'string' && recipient.number !== '') userId = normalizePhoneNumber(recipient.number, 'to.number');
+  else throw invalid('to needs an id, an email or a number to identify the recipient.', 'Add to.id (or to.email / to.number).');
+  return { userId, patch: parseIdentifyInput({ ...recipient, id: userId }) };
+}
+
+/**
+ * What a send's recipient writes: a new row, an updated row, or nothing when the stored user
+ * already holds every field the send carries (the common case of repeated sends, which then
+ * cost one read). Provided fields replace stored ones; `lastSeenTime` does not move (a send to
+ * a user is not the user being seen).
+ */
+export function planRecipientUpsert(
+  current: UserRow | undefined,
+  accountId: string,
+  envId: string,
+  userId: string,
+  patch: IdentifyPatch,
+  now: string,
+): { row: UserRow; write: 'insert' | 'update' | null } {
+  if (!current) return { row: applyPatch(emptyRow(accountId, envId, userId, now), patch, now, true), write: 'insert' };
+  const next = applyPatch(current, patch, now, false);
+  const changed = (Object.keys(next) as (keyof UserRow)[]).some((column) => column !== 'updated_at' && next[column] !== current[column]);
+  return changed ? { row: next, write: 'update' } : { row: current, write: null };
 }
 
 function emptyRow(accountId: string, envId: string, id: string, now: string): UserRow {

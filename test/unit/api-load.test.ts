@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { ApiLoad } from '../../src/load.js';
+
+describe('ApiLoad', () => {
+  it('is busy from 100 requests in a 100 ms window, and not once requests stop for 200 ms', () => {
+    const load = new ApiLoad();
+    expect(load.busy(0)).toBe(false);
+    for (let i = 0; i < 99; i++) load.requestReceived(i * 0.5);
+    expect(load.busy(50)).toBe(false);
+    load.requestReceived(50);
+    expect(load.busy(50)).toBe(true);
+    // The next window counts the previous one's rate until it has its own.
+    load.requestReceived(120);
+    expect(load.busy(130)).toBe(true);
+    expect(load.busy(319)).toBe(true);
+    expect(load.busy(320)).toBe(false);
+  });
+
+  it('forgets an old burst: a window long after it starts from nothing', () => {
+    const load = new ApiLoad();
+    for (let i = 0; i < 150; i++) load.requestReceived(i * 0.1);
+    load.requestReceived(1000);
+    expect(load.busy(1000)).toBe(false);
+  });
+
+  it('stays idle under light load (a few requests per window)', () => {
+    const load = new ApiLoad();
+    for (let t = 0; t < 2000; t += 10) load.requestReceived(t);
+    expect(load.busy(2000)).toBe(false);
+  });
+});
