@@ -13,12 +13,12 @@ import { ensureType } from '../types/types.service.js';
 import { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
 import { applyPendingEvents } from './delivery-events.js';
-import type { Executors } from './executors/types.js';
+import type { DeliverOutcome, Executors } from './executors/types.js';
 import { MessagesRepository } from './messages.repository.js';
 import { routeChannels } from './routing.js';
 import type { SendBody } from './sending.schemas.js';
 import { PROCESS_MESSAGE_JOB, normalizeSend } from './sending.service.js';
-import type { DeliveryRow, MessageRow } from './sending.tables.js';
+import type { AttemptRow, DeliveryRow, MessageRow } from './sending.tables.js';
 
 export const DELIVER_JOB = 'delivery.run';
 /** Channels whose providers send status reports after accepting (telephony callbacks). */
@@ -135,16 +135,32 @@ export class DeliveryWorker {
       rows.push(row);
     }
 
+    const afterCommit: (() => Promise<void>)[] = [];
     await this.deps.db.transaction().execute(async (trx) => {
       const tx = new MessagesRepository(trx);
       // Only the run that moves the message on writes its deliveries (a re-run after a crash finds it processed).
       const moved = await tx.updateMessage(trackingId, { state: 'processed', processed_at: now, skipped: JSON.stringify(skipped) }, ['queued', 'scheduled']);
       if (!moved) return;
+      const attempts: AttemptRow[] = [];
+      for (const row of rows) {
+        const executor = this.executors[channelOf(row.channel)];
+        if (row.status !== 'pending' || !executor?.deliverInTransaction) continue;
+        const started = this.deps.clock.now();
+        const outcome = await executor.deliverInTransaction(trx, { delivery: row, message, content: JSON.parse(row.content ?? '{}'), body });
+        const at = this.deps.clock.now();
+        Object.assign(row, succeeded(outcome, 1, at.toISOString()));
+        attempts.push(successAttempt(this.deps.ids.uuid(), row.id, 1, started, at, outcome));
+        if (outcome.afterCommit) afterCommit.push(outcome.afterCommit);
+      }
       await tx.insertDeliveries(rows);
+      for (const attempt of attempts) await tx.insertAttempt(attempt);
       for (const row of rows) {
         if (row.status === 'pending') await this.queue.enqueue(trx, DELIVER_JOB, { deliveryId: row.id }, { maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 });
       }
     });
+    for (const run of afterCommit) {
+      await run().catch((err: unknown) => this.deps.logger.warn({ err, trackingId }, 'after-commit step of a delivery failed'));
+    }
   }
 
   async runDelivery(deliveryId: string): Promise<void> {
@@ -152,7 +168,7 @@ export class DeliveryWorker {
     const delivery = await repo.findDelivery(deliveryId);
     if (!delivery || delivery.status !== 'pending') return;
     const message = await repo.findMessageForWork(delivery.tracking_id);
-    const channel = SEND_CHANNELS.find((c) => c.log === delivery.channel)!.channel;
+    const channel = channelOf(delivery.channel);
     const executor = this.executors[channel];
     if (!message || !executor) return;
 
@@ -161,23 +177,11 @@ export class DeliveryWorker {
     const elapsed = () => Math.max(0, this.deps.clock.now().getTime() - started.getTime());
     try {
       const outcome = await executor.deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}'), body: JSON.parse(message.request) });
-      const at = this.deps.clock.now().toISOString();
+      const at = this.deps.clock.now();
       await this.deps.db.transaction().execute(async (trx) => {
         const tx = new MessagesRepository(trx);
-        await tx.insertAttempt({ id: this.deps.ids.uuid(), delivery_id: deliveryId, attempt, started_at: started.toISOString(), duration_ms: elapsed(), outcome: 'success', provider_code: null, detail: outcome.result.response?.slice(0, 1000) ?? null });
-        await tx.updateDelivery(
-          deliveryId,
-          {
-            status: outcome.delivered ? 'delivered' : 'sent',
-            attempts: attempt,
-            sent_at: at,
-            delivered_at: outcome.delivered ? at : null,
-            provider_message_id: outcome.result.providerMessageId ?? null,
-            extra: outcome.extra ? JSON.stringify(outcome.extra) : null,
-            updated_at: at,
-          },
-          'pending',
-        );
+        await tx.insertAttempt(successAttempt(this.deps.ids.uuid(), deliveryId, attempt, started, at, outcome));
+        await tx.updateDelivery(deliveryId, succeeded(outcome, attempt, at.toISOString()), 'pending');
       });
       // A provider's status report may have come in while the call was being committed
       // (only channels whose providers report back asynchronously).
@@ -225,6 +229,34 @@ export class DeliveryWorker {
       }
     }
   }
+}
+
+const channelOf = (log: string) => SEND_CHANNELS.find((c) => c.log === log)!.channel;
+
+/** The delivery columns of a successful provider call (or local delivery). */
+function succeeded(outcome: DeliverOutcome, attempts: number, at: string): Partial<DeliveryRow> {
+  return {
+    status: outcome.delivered ? 'delivered' : 'sent',
+    attempts,
+    sent_at: at,
+    delivered_at: outcome.delivered ? at : null,
+    provider_message_id: outcome.result.providerMessageId ?? null,
+    extra: outcome.extra ? JSON.stringify(outcome.extra) : null,
+    updated_at: at,
+  };
+}
+
+function successAttempt(id: string, deliveryId: string, attempt: number, started: Date, at: Date, outcome: DeliverOutcome): AttemptRow {
+  return {
+    id,
+    delivery_id: deliveryId,
+    attempt,
+    started_at: started.toISOString(),
+    duration_ms: Math.max(0, at.getTime() - started.getTime()),
+    outcome: 'success',
+    provider_code: null,
+    detail: outcome.result.response?.slice(0, 1000) ?? null,
+  };
 }
 
 function inlineOf(body: SendBody, channel: SendChannel): Record<string, unknown> | null {

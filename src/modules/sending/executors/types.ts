@@ -1,3 +1,4 @@
+import type { Kysely } from 'kysely';
 import type { DeliveryResult } from '../../../channels/types.js';
 import type { SendChannel } from '../channels.js';
 import type { SendBody } from '../sending.schemas.js';
@@ -25,6 +26,14 @@ export interface ChannelExecutor {
   fromInline(body: SendBody): Record<string, unknown> | null;
   preview(content: Record<string, unknown>): string;
   deliver(input: DeliverInput): Promise<DeliverOutcome>;
+  /**
+   * For channels whose delivery is a write to this same database (in-app): delivers inside the
+   * message's processing transaction instead of in a job of its own, so such a message costs one
+   * transaction instead of three. `afterCommit` runs once that transaction has committed (the
+   * websocket push); if the process dies before it, clients see the notification on their next
+   * fetch.
+   */
+  deliverInTransaction?(trx: Kysely<any>, input: DeliverInput): Promise<DeliverOutcome & { afterCommit?: () => Promise<void> }>;
 }
 
 /** A string field of rendered content, or undefined. */
