@@ -245,32 +245,28 @@ export class SqliteQueue implements Queue, JobBackend {
 
   // --- JobBackend -------------------------------------------------------------------------
 
+  /**
+   * Claims up to `limit` jobs of `name`: first running jobs whose lock expired (their worker
+   * died), then due waiting ones in run_at order. Two statements, each an index range scan
+   * that stops after `limit` rows: one UPDATE over a UNION of both cost about three times
+   * as much (measured), and the first finds nothing, and so writes nothing, almost always.
+   */
   async claim(name: string, limit: number): Promise<ClaimedJob[]> {
     const now = this.now();
     const until = this.now(this.lockMs);
-    const { rows } = await sql<Pick<QueueJobsTable, 'id' | 'name' | 'data' | 'attempt' | 'max_attempts'>>`
-      UPDATE queue_jobs
-      SET state = 'running', attempt = attempt + 1, locked_by = ${this.workerId}, locked_until = ${until}, updated_at = ${now}
-      WHERE id IN (
-        -- Two index range scans (name, state, run_at) instead of one OR, which would scan
-        -- every job of the name, done ones included, on every claim. Each branch has its own
-        -- ORDER BY and LIMIT so the waiting scan stops after \`limit\` rows in index order,
-        -- however long the backlog is (one outer sort over the union read every waiting job).
-        SELECT id FROM (
-          SELECT * FROM (
-            SELECT id, run_at FROM queue_jobs WHERE name = ${name} AND state = 'waiting' AND run_at <= ${now}
-            ORDER BY run_at LIMIT ${limit}
-          )
-          UNION ALL
-          SELECT * FROM (
-            SELECT id, run_at FROM queue_jobs WHERE name = ${name} AND state = 'running' AND locked_until < ${now}
-            ORDER BY run_at LIMIT ${limit}
-          )
+    const take = async (state: 'running' | 'waiting', max: number) => {
+      const due = state === 'running' ? sql`locked_until < ${now}` : sql`run_at <= ${now}`;
+      const { rows } = await sql<Pick<QueueJobsTable, 'id' | 'name' | 'data' | 'attempt' | 'max_attempts'>>`
+        UPDATE queue_jobs
+        SET state = 'running', attempt = attempt + 1, locked_by = ${this.workerId}, locked_until = ${until}, updated_at = ${now}
+        WHERE id IN (
+          SELECT id FROM queue_jobs WHERE name = ${name} AND state = ${state} AND ${due} ORDER BY run_at LIMIT ${max}
         )
-        ORDER BY run_at, id
-        LIMIT ${limit}
-      )
-      RETURNING id, name, data, attempt, max_attempts`.execute(this.db);
+        RETURNING id, name, data, attempt, max_attempts`.execute(this.db);
+      return rows;
+    };
+    const expired = await take('running', limit);
+    const rows = expired.length < limit ? [...expired, ...(await take('waiting', limit - expired.length))] : expired;
     return rows.map((r) => ({
       id: r.id,
       name: r.name,
