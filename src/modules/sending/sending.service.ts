@@ -62,7 +62,7 @@ export function parseSchedule(schedule: string | undefined, now: Date): Date | n
 
 export class SendingService {
   private readonly intake: SendIntake;
-  private readonly accounts = new Map<string, { row: AccountRow; until: number }>();
+  private readonly accounts = new Map<string, { row: AccountRow; until: number; cycle?: { day: number; start: string } }>();
   private readonly knownTypes = new Map<string, number>();
   constructor(
     private readonly deps: Deps,
@@ -88,7 +88,7 @@ export class SendingService {
     }
 
     const account = await this.account(ctx.accountId, now);
-    const cycle = currentCycleStart(account.anniversary_date, now);
+    const cycle = this.cycleStart(ctx.accountId, account, now);
 
     const messages: string[] = [];
     if (body.templateId && !(await this.templateExists(ctx, send.type, body.templateId))) {
@@ -211,6 +211,16 @@ export class SendingService {
       throw new AppError('CONFLICT', `This send is ${message.state}, not scheduled.`, 'Only sends with a future schedule can be changed or canceled.');
     }
     return message;
+  }
+
+  /** currentCycleStart, computed once per cached account and UTC day (a cycle turns only at midnight UTC). */
+  private cycleStart(accountId: string, account: AccountRow, now: Date): string {
+    const day = Math.floor(now.getTime() / 86_400_000);
+    const cached = this.accounts.get(accountId);
+    if (cached?.row === account && cached.cycle?.day === day) return cached.cycle.start;
+    const start = currentCycleStart(account.anniversary_date, now);
+    if (cached?.row === account) cached.cycle = { day, start };
+    return start;
   }
 
   /**
