@@ -67,6 +67,8 @@ export class PgBossQueue implements Queue, JobBackend {
   private readonly lockMs: number;
   private readonly schema: string;
   private readonly channel: string;
+  /** Job names already NOTIFYed in a transaction (keyed by the transaction). */
+  private readonly notifiedIn = new WeakMap<Kysely<any>, Set<string>>();
   private readonly queues = new Map<string, Promise<void>>();
   private starting: Promise<void> | null = null;
   private createChain: Promise<void> = Promise.resolve();
@@ -158,7 +160,14 @@ export class PgBossQueue implements Queue, JobBackend {
       db: executor(tx),
     });
     if (!id) throw new Error(`queue: pg-boss did not insert the '${name}' job`);
-    await this.exec(tx, 'select pg_notify($1, $2)', [this.channel, name]);
+    // One NOTIFY per name and transaction is enough (PostgreSQL delivers it once, at commit):
+    // a batch of sends enqueues in one transaction.
+    const notified = tx.isTransaction ? (this.notifiedIn.get(tx) ?? new Set<string>()) : new Set<string>();
+    if (!notified.has(name)) {
+      await this.exec(tx, 'select pg_notify($1, $2)', [this.channel, name]);
+      notified.add(name);
+      if (tx.isTransaction) this.notifiedIn.set(tx, notified);
+    }
     this.runner.nudge(name);
     return `${name}:${id}`;
   }

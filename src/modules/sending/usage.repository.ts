@@ -9,28 +9,28 @@ export class UsageRepository {
   }
 
   /**
-   * Counts one message against the cap of the cycle, atomically: false (and nothing counted)
-   * when the cap is already reached. Concurrent senders cannot overshoot: the guarded UPDATE
+   * Counts `count` messages against the cap of the cycle, atomically: false (and nothing
+   * counted) when they do not all fit. Concurrent senders cannot overshoot: the guarded UPDATE
    * serialises on the counter row.
    */
-  async tryCount(accountId: string, cycleStart: string, cap: number): Promise<boolean> {
-    if (await this.increment(accountId, cycleStart, cap)) return true;
+  async tryCount(accountId: string, cycleStart: string, cap: number, count = 1): Promise<boolean> {
+    if (await this.increment(accountId, cycleStart, cap, count)) return true;
     // First message of the cycle (no counter yet), or the cap is reached.
     await this.db
       .insertInto('usage_counters')
       .values({ account_id: accountId, cycle_start: cycleStart, messages: 0 })
       .onConflict((oc) => oc.columns(['account_id', 'cycle_start']).doNothing())
       .execute();
-    return this.increment(accountId, cycleStart, cap);
+    return this.increment(accountId, cycleStart, cap, count);
   }
 
-  private async increment(accountId: string, cycleStart: string, cap: number): Promise<boolean> {
+  private async increment(accountId: string, cycleStart: string, cap: number, count: number): Promise<boolean> {
     const res = await this.db
       .updateTable('usage_counters')
-      .set((eb) => ({ messages: eb('messages', '+', 1) }))
+      .set((eb) => ({ messages: eb('messages', '+', count) }))
       .where('account_id', '=', accountId)
       .where('cycle_start', '=', cycleStart)
-      .where('messages', '<', cap)
+      .where('messages', '<=', cap - count)
       .executeTakeFirst();
     return Number(res.numUpdatedRows) === 1;
   }

@@ -75,8 +75,12 @@ export class UsersService {
     const now = this.deps.clock.now().toISOString();
     return this.inTransaction(trx, async (db) => {
       const repo = new UsersRepository(db, this.lockRows);
-      const current = await repo.findForUpdate(accountId, envId, userId);
-      let plan = planRecipientUpsert(current, accountId, envId, userId, patch, now);
+      // Read without a lock first: a send that changes nothing in the user (the usual repeat
+      // send) then writes nothing and does not queue behind other sends to the same user.
+      let plan = planRecipientUpsert(await repo.find(accountId, envId, userId), accountId, envId, userId, patch, now);
+      if (plan.write === 'update' && this.lockRows) {
+        plan = planRecipientUpsert(await repo.findForUpdate(accountId, envId, userId), accountId, envId, userId, patch, now);
+      }
       if (plan.write === 'insert' && !(await repo.insertIfAbsent(plan.row))) {
         // Created by a concurrent request since the read: merge into that one.
         plan = planRecipientUpsert(await repo.findForUpdate(accountId, envId, userId), accountId, envId, userId, patch, now);
