@@ -43,7 +43,7 @@ export interface RunnerOptions {
   backoff?: BackoffOptions;
   random?: () => number;
   logger?: QueueLogger;
-  /** While true, at most one job runs at a time in this process (see ApiLoad). */
+  /** While true, at most one job starts per event-loop turn in this process (see ApiLoad). */
   busy?: () => boolean;
 }
 
@@ -95,6 +95,8 @@ export class JobRunner {
   private readonly dirty = new Set<string>();
   private dirtyAll = false;
   private pollTimer: NodeJS.Timeout | null = null;
+  /** While busy: set once a job started in this event-loop turn; the names held back meanwhile. */
+  private heldBack: Set<string> | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -160,7 +162,8 @@ export class JobRunner {
           const reg = this.handlers.get(name);
           if (!reg) continue;
           if (this.state !== 'started') return;
-          const free = Math.min(reg.concurrency - reg.running, this.room());
+          const room = this.room(name);
+          const free = Math.min(reg.concurrency - reg.running, room);
           if (free <= 0) continue;
           let jobs: ClaimedJob[] = [];
           try {
@@ -169,6 +172,7 @@ export class JobRunner {
             this.logger.error({ err, queue: name }, 'queue: claiming jobs failed');
           }
           for (const job of jobs) this.launch(reg, job);
+          if (jobs.length > 0 && room !== Number.POSITIVE_INFINITY) this.holdTurn(name);
         }
       } while (this.pollAgain && this.state === 'started');
     } finally {
@@ -183,12 +187,30 @@ export class JobRunner {
     }
   }
 
-  /** Jobs that may start now across all names: unbounded, or one in all while the process is busy. */
-  private room(): number {
+  /**
+   * Jobs of `name` that may start now: any number, or while the process is busy (see ApiLoad)
+   * one per event-loop turn across all names, so each turn serves pending I/O (requests) first
+   * and then one job's synchronous work. Jobs waiting on the network (SMTP, HTTP providers) hold
+   * no turn, so several can still be in flight.
+   */
+  private room(name: string): number {
     if (!this.options.busy?.()) return Number.POSITIVE_INFINITY;
-    let running = 0;
-    for (const reg of this.handlers.values()) running += reg.running;
-    return 1 - running;
+    if (this.heldBack) {
+      this.heldBack.add(name);
+      return 0;
+    }
+    return 1;
+  }
+
+  /** A job started in a busy turn: the names that wanted one go again in the next turn. */
+  private holdTurn(name: string): void {
+    if (this.heldBack) return;
+    this.heldBack = new Set([name]);
+    setImmediate(() => {
+      const names = this.heldBack ?? new Set<string>();
+      this.heldBack = null;
+      for (const held of names) this.nudge(held);
+    });
   }
 
   private launch(reg: Registration, job: ClaimedJob): void {

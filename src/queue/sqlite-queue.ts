@@ -43,7 +43,7 @@ export interface CommonQueueOptions {
   backoff?: BackoffOptions;
   /** Source of the backoff jitter (tests). */
   random?: () => number;
-  /** While true, one job at a time runs in this process (the API in the same process is busy). */
+  /** While true, at most one job starts per event-loop turn (the API in the same process is busy). */
   busy?: () => boolean;
 }
 
