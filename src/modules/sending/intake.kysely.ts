@@ -5,6 +5,7 @@ import type { CoreTables } from '../../storage/schema.js';
 import { ensureType } from '../types/types.service.js';
 import { UsersService } from '../users/users.service.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
+import { Batcher, type Settled as SettledOf } from '../../storage/batcher.js';
 import type { IntakeOutcome, IntakeUnit, SendIntake } from './intake.js';
 import { MessagesRepository } from './messages.repository.js';
 import { UsageRepository } from './usage.repository.js';
@@ -18,13 +19,7 @@ class Rejected extends Error {
 /** The batch's usage did not fit an account's cap: the batch is redone send by send. */
 class BatchOverCap extends Error {}
 
-interface Pending {
-  unit: IntakeUnit;
-  resolve: (outcome: IntakeOutcome) => void;
-  reject: (err: unknown) => void;
-}
-
-type Settled = { ok: true; outcome: IntakeOutcome } | { ok: false; error: unknown };
+type Settled = SettledOf<IntakeOutcome>;
 
 const MAX_BATCH = 32;
 
@@ -40,7 +35,7 @@ const MAX_BATCH = 32;
  *   (rare: only at the cap) is rolled back and redone send by send.
  */
 export class KyselyIntake implements SendIntake {
-  private readonly lanes: Lane[];
+  private readonly lanes: Batcher<IntakeUnit, IntakeOutcome>[];
   private readonly users: UsersService;
 
   constructor(
@@ -49,16 +44,27 @@ export class KyselyIntake implements SendIntake {
     lanes = 4,
   ) {
     this.users = new UsersService(deps);
-    this.lanes = Array.from({ length: lanes }, () => new Lane(this));
+    this.lanes = Array.from({ length: lanes }, () => new Batcher((units) => this.commit(units), MAX_BATCH));
   }
 
   write(unit: IntakeUnit): Promise<IntakeOutcome> {
     const lane = this.lanes.reduce((least, lane) => (lane.load < least.load ? lane : least));
-    return lane.write(unit);
+    return lane.submit(unit);
+  }
+
+  private async commit(units: IntakeUnit[]): Promise<Settled[]> {
+    try {
+      return await this.writeBatch(units);
+    } catch (error) {
+      if (!(error instanceof BatchOverCap)) throw error;
+      const settled: Settled[] = [];
+      for (const unit of units) settled.push(await this.writeAlone(unit).then((value): Settled => ({ ok: true, value }), (err: unknown): Settled => ({ ok: false, error: err })));
+      return settled;
+    }
   }
 
   /** One batch in one transaction; rejects with BatchOverCap when an account's usage does not fit. */
-  async writeBatch(units: IntakeUnit[]): Promise<Settled[]> {
+  private async writeBatch(units: IntakeUnit[]): Promise<Settled[]> {
     return this.deps.db.transaction().execute(async (trx) => {
       const settled: Settled[] = [];
       const usage = new Map<string, { unit: IntakeUnit; count: number }>();
@@ -67,7 +73,7 @@ export class KyselyIntake implements SendIntake {
         try {
           await this.writeIn(trx, unit);
           await sql`release savepoint intake_unit`.execute(trx);
-          settled.push({ ok: true, outcome: 'ok' });
+          settled.push({ ok: true, value: 'ok' });
           const key = `${unit.accountId}\u0000${unit.usage.cycleStart}`;
           const entry = usage.get(key);
           if (entry) entry.count++;
@@ -75,7 +81,7 @@ export class KyselyIntake implements SendIntake {
         } catch (error) {
           await sql`rollback to savepoint intake_unit`.execute(trx);
           await sql`release savepoint intake_unit`.execute(trx);
-          settled.push(error instanceof Rejected ? { ok: true, outcome: error.outcome } : { ok: false, error });
+          settled.push(error instanceof Rejected ? { ok: true, value: error.outcome } : { ok: false, error });
         }
       }
       const counter = new UsageRepository(trx);
@@ -87,7 +93,7 @@ export class KyselyIntake implements SendIntake {
   }
 
   /** One send in its own transaction, counted on its own (the slow path after BatchOverCap). */
-  async writeAlone(unit: IntakeUnit): Promise<IntakeOutcome> {
+  private async writeAlone(unit: IntakeUnit): Promise<IntakeOutcome> {
     try {
       await this.deps.db.transaction().execute(async (trx) => {
         await this.writeIn(trx, unit);
@@ -108,57 +114,5 @@ export class KyselyIntake implements SendIntake {
     const job = unit.job;
     const jobId = await this.queue.enqueue(trx, job.name, job.data, job.runAt ? { runAt: job.runAt } : {});
     await new MessagesRepository(trx).insertMessage({ ...unit.message, user_email: user.email ?? null, user_number: user.number ?? null, job_id: jobId });
-  }
-}
-
-/** One group commit: a batch at a time, the next one gathering meanwhile. */
-class Lane {
-  private pending: Pending[] = [];
-  private inFlight = 0;
-  private draining = false;
-
-  constructor(private readonly intake: KyselyIntake) {}
-
-  /** Sends waiting or in the batch being committed. */
-  get load(): number {
-    return this.pending.length + this.inFlight;
-  }
-
-  write(unit: IntakeUnit): Promise<IntakeOutcome> {
-    return new Promise((resolve, reject) => {
-      this.pending.push({ unit, resolve, reject });
-      if (!this.draining) void this.drain();
-    });
-  }
-
-  private async drain(): Promise<void> {
-    this.draining = true;
-    try {
-      while (this.pending.length > 0) {
-        await new Promise((resolve) => setImmediate(resolve));
-        const batch = this.pending.splice(0, MAX_BATCH);
-        this.inFlight = batch.length;
-        let settled: Settled[];
-        try {
-          settled = await this.intake.writeBatch(batch.map((p) => p.unit));
-        } catch (error) {
-          if (error instanceof BatchOverCap) {
-            for (const item of batch) await this.intake.writeAlone(item.unit).then(item.resolve, item.reject);
-          } else {
-            // The commit itself failed: nothing of the batch is durable.
-            for (const item of batch) item.reject(error);
-          }
-          continue;
-        }
-        batch.forEach((item, i) => {
-          const result = settled[i];
-          if (result.ok) item.resolve(result.outcome);
-          else item.reject(result.error);
-        });
-      }
-    } finally {
-      this.inFlight = 0;
-      this.draining = false;
-    }
   }
 }

@@ -4,15 +4,10 @@ import type { SqliteQueue } from '../../queue/sqlite-queue.js';
 import { autoCreatedTypeRow } from '../types/types.service.js';
 import type { UserRow } from '../users/users.repository.js';
 import { planRecipientUpsert } from '../users/users.service.js';
+import { Batcher, type Settled as SettledOf } from '../../storage/batcher.js';
 import type { IntakeOutcome, IntakeUnit, SendIntake } from './intake.js';
 
-interface Pending {
-  unit: IntakeUnit;
-  resolve: (outcome: IntakeOutcome) => void;
-  reject: (err: unknown) => void;
-}
-
-type Settled = { ok: true; outcome: IntakeOutcome } | { ok: false; error: unknown };
+type Settled = SettledOf<IntakeOutcome>;
 
 class Rejected extends Error {
   constructor(readonly outcome: IntakeOutcome) {
@@ -31,8 +26,7 @@ class Rejected extends Error {
  * transaction on the same connection (the delivery worker's).
  */
 export class SqliteIntake implements SendIntake {
-  private pending: Pending[] = [];
-  private draining = false;
+  private readonly batcher: Batcher<IntakeUnit, IntakeOutcome>;
   private readonly statements = new Map<string, SQLite.Statement>();
   private readonly writeBatch: (units: IntakeUnit[]) => Settled[];
 
@@ -40,58 +34,37 @@ export class SqliteIntake implements SendIntake {
     private readonly db: Kysely<any>,
     private readonly sqlite: SQLite.Database,
     private readonly queue: SqliteQueue,
-    private readonly maxBatch = 64,
+    maxBatch = 64,
   ) {
+    this.batcher = new Batcher((units) => this.commit(units), maxBatch);
     const writeUnit = sqlite.transaction((unit: IntakeUnit) => this.writeUnit(unit));
     this.writeBatch = sqlite.transaction((units: IntakeUnit[]) =>
       units.map((unit): Settled => {
         try {
           writeUnit(unit);
-          return { ok: true, outcome: 'ok' };
+          return { ok: true, value: 'ok' };
         } catch (error) {
           // The nested transaction (a savepoint) rolled back this unit alone.
-          return error instanceof Rejected ? { ok: true, outcome: error.outcome } : { ok: false, error };
+          return error instanceof Rejected ? { ok: true, value: error.outcome } : { ok: false, error };
         }
       }),
     );
   }
 
   write(unit: IntakeUnit): Promise<IntakeOutcome> {
-    return new Promise((resolve, reject) => {
-      this.pending.push({ unit, resolve, reject });
-      if (!this.draining) void this.drain();
-    });
+    return this.batcher.submit(unit);
   }
 
-  private async drain(): Promise<void> {
-    this.draining = true;
-    try {
-      while (this.pending.length > 0) {
-        // Let requests that are already readable join this batch, and keep each synchronous
-        // batch short so the event loop is not held for long.
-        await new Promise((resolve) => setImmediate(resolve));
-        const batch = this.pending.splice(0, this.maxBatch);
-        let settled: Settled[];
-        try {
-          settled = await this.db.connection().execute(async () => this.writeBatch(batch.map((p) => p.unit)));
-        } catch (error) {
-          // The commit itself failed: nothing of the batch is durable.
-          for (const item of batch) item.reject(error);
-          continue;
-        }
-        const names = new Set<string>();
-        batch.forEach((item, i) => {
-          const result = settled[i];
-          if (result.ok) {
-            if (result.outcome === 'ok') names.add(item.unit.job.name);
-            item.resolve(result.outcome);
-          } else item.reject(result.error);
-        });
-        for (const name of names) this.queue.nudge(name);
-      }
-    } finally {
-      this.draining = false;
-    }
+  private async commit(units: IntakeUnit[]): Promise<Settled[]> {
+    const settled = await this.db.connection().execute(async () => this.writeBatch(units));
+    // Tell this process's workers once the jobs are committed (enqueueSync does not).
+    const names = new Set<string>();
+    units.forEach((unit, i) => {
+      const result = settled[i];
+      if (result.ok && result.value === 'ok') names.add(unit.job.name);
+    });
+    for (const name of names) this.queue.nudge(name);
+    return settled;
   }
 
   private writeUnit(unit: IntakeUnit): void {

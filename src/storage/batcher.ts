@@ -1,0 +1,64 @@
+/** One unit's result within a batch: its value, or the error that failed it alone. */
+export type Settled<R> = { ok: true; value: R } | { ok: false; error: unknown };
+
+interface Pending<U, R> {
+  unit: U;
+  resolve: (value: R) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * Group commit: units submitted while a batch is being written form the next batch. A unit's
+ * promise settles only once `write` has resolved for its batch (after the commit), so an answer
+ * given on it is durable; a `write` that throws fails every unit of its batch. Before each
+ * batch it yields to pending I/O, so requests already readable join it and a synchronous batch
+ * (better-sqlite3) does not hold the event loop for long; an idle submit waits one turn at most.
+ */
+export class Batcher<U, R> {
+  private pending: Pending<U, R>[] = [];
+  private inFlight = 0;
+  private draining = false;
+
+  constructor(
+    private readonly write: (units: U[]) => Promise<Settled<R>[]>,
+    private readonly maxBatch: number,
+  ) {}
+
+  /** Units waiting or in the batch being written. */
+  get load(): number {
+    return this.pending.length + this.inFlight;
+  }
+
+  submit(unit: U): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      this.pending.push({ unit, resolve, reject });
+      if (!this.draining) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    try {
+      while (this.pending.length > 0) {
+        await new Promise((resolve) => setImmediate(resolve));
+        const batch = this.pending.splice(0, this.maxBatch);
+        this.inFlight = batch.length;
+        let settled: Settled<R>[];
+        try {
+          settled = await this.write(batch.map((p) => p.unit));
+        } catch (error) {
+          for (const item of batch) item.reject(error);
+          continue;
+        }
+        batch.forEach((item, i) => {
+          const result = settled[i];
+          if (result.ok) item.resolve(result.value);
+          else item.reject(result.error);
+        });
+      }
+    } finally {
+      this.inFlight = 0;
+      this.draining = false;
+    }
+  }
+}
