@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { Batcher, type Settled } from '../../src/storage/batcher.js';
+
+describe('Batcher (group commit)', () => {
+  it('writes units submitted together as one batch, in order, and settles each with its own result', async () => {
+    const batches: number[][] = [];
+    const batcher = new Batcher<number, number>(async (units) => {
+      batches.push(units);
+      return units.map((n): Settled<number> => (n === 3 ? { ok: false, error: new Error('three') } : { ok: true, value: n * 10 }));
+    }, 10);
+    const results = await Promise.allSettled([1, 2, 3, 4].map((n) => batcher.submit(n)));
+    expect(batches).toEqual([[1, 2, 3, 4]]);
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message))).toEqual([10, 20, 'three', 40]);
+  });
+
+  it('caps a batch at maxBatch and gathers the next while one is written', async () => {
+    const batches: number[][] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const batcher = new Batcher<number, number>(async (units) => {
+      batches.push(units);
+      if (batches.length === 1) await gate;
+      return units.map((n) => ({ ok: true, value: n }));
+    }, 2);
+    const first = [1, 2, 3].map((n) => batcher.submit(n));
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    expect(batcher.load).toBe(3);
+    const later = [4, 5].map((n) => batcher.submit(n));
+    release();
+    await Promise.all([...first, ...later]);
+    expect(batches).toEqual([[1, 2], [3, 4], [5]]);
+    expect(batcher.load).toBe(0);
+  });
+
+  it('fails every unit of a batch whose write throws, and goes on with the next batch', async () => {
+    let calls = 0;
+    const batcher = new Batcher<number, number>(async (units) => {
+      calls++;
+      if (calls === 1) throw new Error('commit failed');
+      return units.map((n) => ({ ok: true, value: n }));
+    }, 10);
+    const failed = await Promise.allSettled([1, 2].map((n) => batcher.submit(n)));
+    expect(failed.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    await expect(batcher.submit(3)).resolves.toBe(3);
+  });
+});
