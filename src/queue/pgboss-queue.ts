@@ -3,7 +3,7 @@ import pg from 'pg';
 import PgBoss from 'pg-boss';
 import { uuidv7 } from 'uuidv7';
 import type { Ids } from '../deps.js';
-import type { EnqueueOptions, JobHandler, Queue, WorkOptions } from './port.js';
+import type { BatchJobHandler, BatchWorkOptions, EnqueueOptions, JobHandler, Queue, WorkOptions } from './port.js';
 import { type ClaimedJob, type JobBackend, JobRunner } from './runner.js';
 import { type CommonQueueOptions, resolveMaxAttempts } from './sqlite-queue.js';
 
@@ -207,6 +207,10 @@ export class PgBossQueue implements Queue, JobBackend {
     this.runner.register(name, handler, options);
   }
 
+  workBatch<T>(name: string, handler: BatchJobHandler<T>, options: BatchWorkOptions): void {
+    this.runner.registerBatch(name, handler, options);
+  }
+
   async start(): Promise<void> {
     this.stopped = false;
     await this.ready();
@@ -277,10 +281,10 @@ export class PgBossQueue implements Queue, JobBackend {
   }
 
   /** Runs a statement on the job only while it is still active under this very claim. */
-  private async fenced(job: ClaimedJob, set: string, extra: unknown[] = []): Promise<void> {
+  private async fenced(job: ClaimedJob, set: string, extra: unknown[] = [], db: Kysely<any> = this.db): Promise<void> {
     const ref = parseId(job.id)!;
     await this.exec(
-      this.db,
+      db,
       `UPDATE ${this.schema}.job SET ${set}
        WHERE name = $1 AND id = $2::uuid AND state = 'active'
          AND abs(extract(epoch from (started_on - $3::timestamptz))) < 0.001`,
@@ -290,6 +294,13 @@ export class PgBossQueue implements Queue, JobBackend {
 
   async complete(job: ClaimedJob): Promise<void> {
     await this.fenced(job, `state = 'completed', completed_on = now(), output = NULL`);
+  }
+
+  /** complete() of a batch's jobs in one transaction: one commit instead of one each. */
+  async completeMany(jobs: ClaimedJob[]): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      for (const job of jobs) await this.fenced(job, `state = 'completed', completed_on = now(), output = NULL`, [], trx);
+    });
   }
 
   async retry(job: ClaimedJob, delayMs: number, error: string): Promise<void> {

@@ -23,9 +23,22 @@ export interface EnqueueOptions {
 
 export type JobHandler<T = unknown> = (data: T, job: JobContext) => Promise<void>;
 
+/**
+ * Handles several jobs of one name at once (e.g. in one transaction). Returns, per item in
+ * order, undefined when that job is done or the error it failed with (treated as if a single
+ * handler had thrown it). A batch that throws as a whole is run again item by item, so one bad
+ * job cannot fail the others.
+ */
+export type BatchJobHandler<T = unknown> = (items: { data: T; job: JobContext }[]) => Promise<unknown[]>;
+
 export interface WorkOptions {
-  /** Jobs of this name run at once in this process. */
+  /** Jobs (or batches, with workBatch) of this name run at once in this process. */
   concurrency?: number;
+}
+
+export interface BatchWorkOptions extends WorkOptions {
+  /** Most jobs per batch; fewer when fewer are due. While the process is busy, one. */
+  batchSize: number;
 }
 
 export interface Queue {
@@ -37,6 +50,8 @@ export interface Queue {
   reschedule<T>(tx: Kysely<any>, jobId: string, runAt: Date, data?: T): Promise<boolean>;
   /** Registers the handler of a job name; call before start(). */
   work<T>(name: string, handler: JobHandler<T>, options?: WorkOptions): void;
+  /** Like work(), with jobs claimed, handled and completed in batches. */
+  workBatch<T>(name: string, handler: BatchJobHandler<T>, options: BatchWorkOptions): void;
   start(): Promise<void>;
   /** Stops taking jobs, waits for running handlers (up to a grace period), releases the rest. */
   stop(): Promise<void>;

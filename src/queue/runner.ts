@@ -1,4 +1,4 @@
-import { type JobHandler, PermanentJobError, RetryJobError, type WorkOptions } from './port.js';
+import { type BatchJobHandler, type BatchWorkOptions, type JobContext, type JobHandler, PermanentJobError, RetryJobError, type WorkOptions } from './port.js';
 
 /** A job this process holds the lock of. `token` fences writes: a stale holder changes nothing. */
 export interface ClaimedJob {
@@ -16,6 +16,8 @@ export interface JobBackend {
   complete(job: ClaimedJob): Promise<void>;
   retry(job: ClaimedJob, delayMs: number, error: string): Promise<void>;
   fail(job: ClaimedJob, error: string): Promise<void>;
+  /** complete() for several jobs at once (one commit); optional. */
+  completeMany?(jobs: ClaimedJob[]): Promise<void>;
   /** Gives jobs back at once without counting the interrupted run as an attempt. */
   release(jobs: ClaimedJob[]): Promise<void>;
   /** Extends the locks of jobs still running here. */
@@ -66,7 +68,10 @@ export function errorMessage(err: unknown): string {
 
 interface Registration {
   handler: JobHandler<any>;
+  /** Set for workBatch(): jobs are claimed and handled up to batchSize at a time. */
+  batch?: { handler: BatchJobHandler<any>; size: number };
   concurrency: number;
+  /** Runs (jobs, or batches) in progress. */
   running: number;
 }
 
@@ -112,6 +117,21 @@ export class JobRunner {
     if (this.state === 'idle' && this.handlers.has(name)) throw new Error(`queue: a handler for '${name}' is already registered`);
     const concurrency = Math.max(1, Math.floor(options.concurrency ?? 1));
     this.handlers.set(name, { handler: handler as JobHandler<any>, concurrency, running: 0 });
+  }
+
+  /** register() for a batch handler (see BatchJobHandler). */
+  registerBatch<T>(name: string, handler: BatchJobHandler<T>, options: BatchWorkOptions): void {
+    const size = Math.max(1, Math.floor(options.batchSize));
+    // The single-job handler is the batch handler with one item (the fallback after a batch threw).
+    this.register<T>(
+      name,
+      async (data, job) => {
+        const [failure] = await handler([{ data, job }]);
+        if (failure !== undefined) throw failure;
+      },
+      options,
+    );
+    this.handlers.get(name)!.batch = { handler: handler as BatchJobHandler<any>, size };
   }
 
   get names(): string[] {
@@ -165,13 +185,16 @@ export class JobRunner {
           const room = this.room(name);
           const free = Math.min(reg.concurrency - reg.running, room);
           if (free <= 0) continue;
+          // Busy (room 1): one job, however large the batches.
+          const size = reg.batch && room === Number.POSITIVE_INFINITY ? reg.batch.size : 1;
           let jobs: ClaimedJob[] = [];
           try {
-            jobs = await this.backend.claim(name, free);
+            jobs = await this.backend.claim(name, free * size);
           } catch (err) {
             this.logger.error({ err, queue: name }, 'queue: claiming jobs failed');
           }
-          for (const job of jobs) this.launch(reg, job);
+          if (reg.batch) for (let i = 0; i < jobs.length; i += size) this.launchBatch(reg, jobs.slice(i, i + size));
+          else for (const job of jobs) this.launch(reg, job);
           if (jobs.length > 0 && room !== Number.POSITIVE_INFINITY) this.holdTurn(name);
         }
       } while (this.pollAgain && this.state === 'started');
@@ -251,6 +274,11 @@ export class JobRunner {
       await this.settle(() => this.backend.complete(job), job);
       return;
     }
+    await this.recordFailure(job, failure);
+  }
+
+  /** A failed run: failed for good (permanent, or the last attempt), else retried after a backoff. */
+  private async recordFailure(job: ClaimedJob, failure: unknown): Promise<void> {
     const message = errorMessage(failure);
     const permanent = failure instanceof PermanentJobError || (failure as Error | undefined)?.name === 'PermanentJobError';
     if (permanent || job.attempt >= job.maxAttempts) {
@@ -264,6 +292,53 @@ export class JobRunner {
         ? requested
         : backoffDelay(job.attempt, this.options.backoff, this.options.random);
     await this.settle(() => this.backend.retry(job, delayMs, message), job);
+  }
+
+  private launchBatch(reg: Registration, jobs: ClaimedJob[]): void {
+    reg.running++;
+    const keys = jobs.map(() => ++this.launches);
+    const entries: Running[] = jobs.map((job) => ({ job, released: false, done: Promise.resolve() }));
+    const done = this.executeBatch(reg, entries).finally(() => {
+      reg.running--;
+      for (const key of keys) this.running.delete(key);
+      this.nudge(jobs[0].name);
+    });
+    entries.forEach((entry, i) => {
+      entry.done = done;
+      this.running.set(keys[i], entry);
+    });
+  }
+
+  private async executeBatch(reg: Registration, entries: Running[]): Promise<void> {
+    await new Promise((resolve) => setImmediate(resolve));
+    const live: Running[] = [];
+    for (const entry of entries) {
+      const { job } = entry;
+      if (job.attempt > job.maxAttempts) await this.settle(() => this.backend.fail(job, 'worker lost (lock expired) on the last attempt'), job);
+      else live.push(entry);
+    }
+    if (live.length === 0) return;
+    const context = (job: ClaimedJob): JobContext => ({ id: job.id, name: job.name, attempt: job.attempt, maxAttempts: job.maxAttempts });
+    let failures: unknown[];
+    try {
+      failures = await reg.batch!.handler(live.map(({ job }) => ({ data: job.data, job: context(job) })));
+    } catch (err) {
+      // The batch failed as a whole: run its jobs one by one, so one bad job fails alone.
+      this.logger.warn({ err, queue: live[0].job.name, jobs: live.length }, 'queue: batch failed; running its jobs one by one');
+      for (const entry of live) await this.execute(reg, entry);
+      return;
+    }
+    const completed: ClaimedJob[] = [];
+    for (const [i, entry] of live.entries()) {
+      // Released on stop: the job is someone else's now, whatever the handler did.
+      if (entry.released) continue;
+      if (failures[i] === undefined) completed.push(entry.job);
+      else await this.recordFailure(entry.job, failures[i]);
+    }
+    if (completed.length === 0) return;
+    const completeMany = this.backend.completeMany?.bind(this.backend);
+    if (completeMany) await this.settle(() => completeMany(completed), completed[0]);
+    else for (const job of completed) await this.settle(() => this.backend.complete(job), job);
   }
 
   /** A lost status write is not fatal: the lock expires and the job runs again (at-least-once). */

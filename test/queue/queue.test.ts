@@ -261,6 +261,71 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     expect(maxFree).toBeGreaterThan(1);
   });
 
+  it('workBatch: claims and handles jobs in batches, and completes each job of a batch', async () => {
+    const q = env.queue();
+    const sizes: number[] = [];
+    const seen: number[] = [];
+    const all = deferred();
+    q.workBatch<{ i: number }>(
+      't.batch',
+      async (items) => {
+        sizes.push(items.length);
+        for (const item of items) seen.push(item.data.i);
+        if (seen.length === 20) all.resolve();
+        return items.map(() => undefined);
+      },
+      { batchSize: 8, concurrency: 1 },
+    );
+    const ids = await env.storage.db.transaction().execute(async (trx) => {
+      const out: string[] = [];
+      for (let i = 0; i < 20; i++) out.push(await q.enqueue(trx, 't.batch', { i }));
+      return out;
+    });
+    await q.start();
+    await all.promise;
+    expect(seen.sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(Math.max(...sizes)).toBe(8);
+    for (const id of ids) await waitFor(async () => (await env.job(id))?.state === 'done', 5000, `job ${id} done`);
+  });
+
+  it('workBatch: a job the handler reports failed is retried alone; a batch that throws runs again job by job', async () => {
+    const q = env.queue({ backoff: { baseMs: 10, capMs: 20 } });
+    const calls: number[][] = [];
+    const runs = new Map<number, number>();
+    let failedOnce = false;
+    q.workBatch<{ i: number }>(
+      't.batch.fail',
+      async (items) => {
+        calls.push(items.map((x) => x.data.i));
+        for (const { data } of items) runs.set(data.i, (runs.get(data.i) ?? 0) + 1);
+        // Job 0 makes any batch it is in throw; job 1 fails on its own once.
+        if (items.length > 1 && items.some((x) => x.data.i === 0)) throw new Error('poisoned batch');
+        return items.map(({ data }) => {
+          if (data.i === 0) return new PermanentJobError('bad job');
+          if (data.i === 1 && !failedOnce) {
+            failedOnce = true;
+            return new Error('once');
+          }
+          return undefined;
+        });
+      },
+      { batchSize: 4, concurrency: 1 },
+    );
+    const ids = await env.storage.db.transaction().execute(async (trx) => {
+      const out: string[] = [];
+      for (let i = 0; i < 4; i++) out.push(await q.enqueue(trx, 't.batch.fail', { i }));
+      return out;
+    });
+    await q.start();
+    await waitFor(async () => (await env.job(ids[0]))?.state === 'failed', 10_000, 'poison job failed');
+    for (const id of ids.slice(1)) await waitFor(async () => (await env.job(id))?.state === 'done', 10_000, `job ${id} done`);
+    expect(calls[0].length).toBe(4);
+    // After the batch threw, each job ran alone.
+    expect(calls.slice(1, 5).map((c) => c.length)).toEqual([1, 1, 1, 1]);
+    expect(runs.get(1)).toBe(3);
+    expect(runs.get(2)).toBe(2);
+  });
+
   it('on stop waits for running handlers, then releases unfinished jobs to another worker at once', async () => {
     const a = env.queue({ graceMs: 150, lockMs: 60_000 });
     const quickDone = deferred();

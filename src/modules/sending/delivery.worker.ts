@@ -1,3 +1,4 @@
+import { type Kysely, sql } from 'kysely';
 import type { Deps } from '../../deps.js';
 import { DeliveryError } from '../../channels/types.js';
 import { backoffDelay } from '../../queue/runner.js';
@@ -47,14 +48,63 @@ export class DeliveryWorker {
   }
 
   register(options: { concurrency?: number } = {}): void {
-    this.queue.work<{ trackingId: string }>(PROCESS_MESSAGE_JOB, (data) => this.processMessage(data.trackingId), { concurrency: options.concurrency ?? 4 });
+    // Messages are routed in batches: one claim, transaction and completion for up to 16.
+    this.queue.workBatch<{ trackingId: string }>(PROCESS_MESSAGE_JOB, (items) => this.processMessages(items.map((i) => i.data.trackingId)), {
+      concurrency: options.concurrency ?? 4,
+      batchSize: 16,
+    });
     this.queue.work<{ deliveryId: string }>(DELIVER_JOB, (data) => this.runDelivery(data.deliveryId), { concurrency: options.concurrency ?? 8 });
   }
 
+  /** Routes and renders one message (see processMessages). */
   async processMessage(trackingId: string): Promise<void> {
+    const [failure] = await this.processMessages([trackingId]);
+    if (failure !== undefined) throw failure;
+  }
+
+  /**
+   * Routes and renders a batch of messages, then writes all of them (deliveries, in-app
+   * notifications, delivery jobs) in one transaction, each in its own savepoint. Returns, per
+   * message, undefined or the error that failed it alone.
+   */
+  async processMessages(trackingIds: string[]): Promise<unknown[]> {
+    const failures: unknown[] = trackingIds.map(() => undefined);
+    const plans: { index: number; plan: MessagePlan }[] = [];
+    for (const [index, trackingId] of trackingIds.entries()) {
+      try {
+        const plan = await this.plan(trackingId);
+        if (plan) plans.push({ index, plan });
+      } catch (err) {
+        failures[index] = err;
+      }
+    }
+    if (plans.length === 0) return failures;
+    const afterCommit: (() => Promise<void>)[] = [];
+    await this.deps.db.transaction().execute(async (trx) => {
+      for (const { index, plan } of plans) {
+        await sql`savepoint process_message`.execute(trx);
+        try {
+          const after = await this.apply(trx, plan);
+          await sql`release savepoint process_message`.execute(trx);
+          afterCommit.push(...after);
+        } catch (err) {
+          await sql`rollback to savepoint process_message`.execute(trx);
+          await sql`release savepoint process_message`.execute(trx);
+          failures[index] = err;
+        }
+      }
+    });
+    for (const run of afterCommit) {
+      await run().catch((err: unknown) => this.deps.logger.warn({ err }, 'after-commit step of a delivery failed'));
+    }
+    return failures;
+  }
+
+  /** Everything one message will write, read and rendered outside the transaction; null: nothing to do. */
+  private async plan(trackingId: string): Promise<MessagePlan | null> {
     const repo = new MessagesRepository(this.deps.db);
     const message = await repo.findMessageForWork(trackingId);
-    if (!message || (message.state !== 'queued' && message.state !== 'scheduled')) return;
+    if (!message || (message.state !== 'queued' && message.state !== 'scheduled')) return null;
     const now = this.deps.clock.now().toISOString();
     const body = JSON.parse(message.request) as SendBody;
     const send = normalizeSend({ ...body, to: body.to ?? body.user ?? { id: message.user_id } });
@@ -68,7 +118,7 @@ export class DeliveryWorker {
         { state: 'failed', processed_at: now, failed_at: now, failed_code: user ? 'ENVIRONMENT_DELETED' : 'USER_DELETED', failed_internal: 'the recipient or environment was deleted before delivery' },
         ['queued', 'scheduled'],
       );
-      return;
+      return null;
     }
     const type = await ensureType(this.deps, message.account_id, message.env_id, message.notification_id);
 
@@ -135,32 +185,33 @@ export class DeliveryWorker {
       rows.push(row);
     }
 
+    return { trackingId, message, body, now, skipped, rows };
+  }
+
+  /** Writes one planned message inside `trx`; returns what to run once it committed. */
+  private async apply(trx: Kysely<any>, { trackingId, message, body, now, skipped, rows }: MessagePlan): Promise<(() => Promise<void>)[]> {
     const afterCommit: (() => Promise<void>)[] = [];
-    await this.deps.db.transaction().execute(async (trx) => {
-      const tx = new MessagesRepository(trx);
-      // Only the run that moves the message on writes its deliveries (a re-run after a crash finds it processed).
-      const moved = await tx.updateMessage(trackingId, { state: 'processed', processed_at: now, skipped: JSON.stringify(skipped) }, ['queued', 'scheduled']);
-      if (!moved) return;
-      const attempts: AttemptRow[] = [];
-      for (const row of rows) {
-        const executor = this.executors[channelOf(row.channel)];
-        if (row.status !== 'pending' || !executor?.deliverInTransaction) continue;
-        const started = this.deps.clock.now();
-        const outcome = await executor.deliverInTransaction(trx, { delivery: row, message, content: JSON.parse(row.content ?? '{}'), body });
-        const at = this.deps.clock.now();
-        Object.assign(row, succeeded(outcome, 1, at.toISOString()));
-        attempts.push(successAttempt(this.deps.ids.uuid(), row.id, 1, started, at, outcome));
-        if (outcome.afterCommit) afterCommit.push(outcome.afterCommit);
-      }
-      await tx.insertDeliveries(rows);
-      for (const attempt of attempts) await tx.insertAttempt(attempt);
-      for (const row of rows) {
-        if (row.status === 'pending') await this.queue.enqueue(trx, DELIVER_JOB, { deliveryId: row.id }, { maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 });
-      }
-    });
-    for (const run of afterCommit) {
-      await run().catch((err: unknown) => this.deps.logger.warn({ err, trackingId }, 'after-commit step of a delivery failed'));
+    const tx = new MessagesRepository(trx);
+    // Only the run that moves the message on writes its deliveries (a re-run after a crash finds it processed).
+    const moved = await tx.updateMessage(trackingId, { state: 'processed', processed_at: now, skipped: JSON.stringify(skipped) }, ['queued', 'scheduled']);
+    if (!moved) return afterCommit;
+    const attempts: AttemptRow[] = [];
+    for (const row of rows) {
+      const executor = this.executors[channelOf(row.channel)];
+      if (row.status !== 'pending' || !executor?.deliverInTransaction) continue;
+      const started = this.deps.clock.now();
+      const outcome = await executor.deliverInTransaction(trx, { delivery: row, message, content: JSON.parse(row.content ?? '{}'), body });
+      const at = this.deps.clock.now();
+      Object.assign(row, succeeded(outcome, 1, at.toISOString()));
+      attempts.push(successAttempt(this.deps.ids.uuid(), row.id, 1, started, at, outcome));
+      if (outcome.afterCommit) afterCommit.push(outcome.afterCommit);
     }
+    await tx.insertDeliveries(rows);
+    for (const attempt of attempts) await tx.insertAttempt(attempt);
+    for (const row of rows) {
+      if (row.status === 'pending') await this.queue.enqueue(trx, DELIVER_JOB, { deliveryId: row.id }, { maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 });
+    }
+    return afterCommit;
   }
 
   async runDelivery(deliveryId: string): Promise<void> {
@@ -229,6 +280,16 @@ export class DeliveryWorker {
       }
     }
   }
+}
+
+/** What plan() read and rendered for one message, for apply() to write. */
+interface MessagePlan {
+  trackingId: string;
+  message: MessageRow;
+  body: SendBody;
+  now: string;
+  skipped: Record<string, string>;
+  rows: DeliveryRow[];
 }
 
 const channelOf = (log: string) => SEND_CHANNELS.find((c) => c.log === log)!.channel;
