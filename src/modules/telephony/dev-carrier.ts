@@ -113,6 +113,32 @@ export class DevCarrier {
     return from === this.deps.config.defaultSmsFrom || (await this.repo.findNumber(from)) !== undefined;
   }
 
+  /** A queued outbound message (SM...) or call (CA...) as the REST API creates it. */
+  private outboundRow(kind: 'sms' | 'call', from: string, to: string, params: FormParams, fields: Partial<DevCarrierRow>): DevCarrierRow {
+    const now = this.now();
+    return {
+      sid: `${kind === 'sms' ? 'SM' : 'CA'}${randomBytes(16).toString('hex')}`,
+      kind,
+      direction: 'outbound',
+      account_id: null,
+      env_id: null,
+      from_number: from,
+      to_number: to,
+      body: null,
+      media_urls: '[]',
+      twiml: null,
+      status: 'queued',
+      status_callback: field(params, 'StatusCallback') ?? null,
+      segments: 0,
+      duration: null,
+      price: null,
+      error_code: null,
+      created_at: now,
+      updated_at: now,
+      ...fields,
+    };
+  }
+
   async createMessage(params: FormParams): Promise<CarrierReply> {
     const to = field(params, 'To') ?? '';
     const from = field(params, 'From') ?? '';
@@ -129,27 +155,11 @@ export class DevCarrier {
     const rest = REST_ERRORS[to];
     if (rest) return twilioError(400, rest.code, rest.message);
 
-    const now = this.now();
-    const row: DevCarrierRow = {
-      sid: `SM${randomBytes(16).toString('hex')}`,
-      kind: 'sms',
-      direction: 'outbound',
-      account_id: null,
-      env_id: null,
-      from_number: from,
-      to_number: to,
+    const row = this.outboundRow('sms', from, to, params, {
       body,
       media_urls: JSON.stringify(media),
-      twiml: null,
-      status: 'queued',
-      status_callback: field(params, 'StatusCallback') ?? null,
       segments: Math.max(1, smsEncoding(body).segments),
-      duration: null,
-      price: null,
-      error_code: null,
-      created_at: now,
-      updated_at: now,
-    };
+    });
     await this.repo.insertCarrierMessage(row);
     this.track(this.progressMessage(row));
     return { status: 201, body: this.messageResource(row) };
@@ -167,27 +177,7 @@ export class DevCarrier {
     const rest = REST_ERRORS[to];
     if (rest) return twilioError(400, rest.code, rest.message);
 
-    const now = this.now();
-    const row: DevCarrierRow = {
-      sid: `CA${randomBytes(16).toString('hex')}`,
-      kind: 'call',
-      direction: 'outbound',
-      account_id: null,
-      env_id: null,
-      from_number: from,
-      to_number: to,
-      body: null,
-      media_urls: '[]',
-      twiml: twiml ?? null,
-      status: 'queued',
-      status_callback: field(params, 'StatusCallback') ?? null,
-      segments: 0,
-      duration: null,
-      price: null,
-      error_code: null,
-      created_at: now,
-      updated_at: now,
-    };
+    const row = this.outboundRow('call', from, to, params, { twiml: twiml ?? null });
     await this.repo.insertCarrierMessage(row);
     const events = new Set(([] as string[]).concat(params.StatusCallbackEvent ?? []).flatMap((e) => e.split(/\s+/)));
     this.track(this.progressCall(row, events));
