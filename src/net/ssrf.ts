@@ -238,7 +238,8 @@ export async function safeFetch(rawUrl: string, options: SafeFetchOptions): Prom
   }
 }
 
-function toFetchError(err: unknown, url: string, timeoutMs: number): SafeFetchError {
+/** Any failure of a guarded request as a SafeFetchError (TIMEOUT or NETWORK unless it already is one). */
+export function toFetchError(err: unknown, url: string, timeoutMs: number): SafeFetchError {
   if (err instanceof SafeFetchError) return err;
   const e = err as { name?: string; code?: string; message?: string };
   if (e.name === 'TimeoutError' || e.name === 'AbortError' || /TIMEOUT/.test(e.code ?? '')) {

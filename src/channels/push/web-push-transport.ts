@@ -1,5 +1,5 @@
 import { Agent, request } from 'undici';
-import { type HostLookup, SafeFetchError, resolvePublicAddress } from '../../net/ssrf.js';
+import { type HostLookup, SafeFetchError, resolvePublicAddress, toFetchError } from '../../net/ssrf.js';
 
 export interface PushTransportOptions {
   allowPrivateNetworks: boolean;
@@ -137,13 +137,4 @@ function parseEndpoint(endpoint: string): URL {
     throw new SafeFetchError('PROTOCOL_NOT_ALLOWED', `A push endpoint must be an https URL, not ${url.protocol}`, endpoint);
   }
   return url;
-}
-
-function toFetchError(err: unknown, url: string, timeoutMs: number): SafeFetchError {
-  if (err instanceof SafeFetchError) return err;
-  const e = err as { name?: string; code?: string; message?: string };
-  if (e.name === 'TimeoutError' || e.name === 'AbortError' || /TIMEOUT/.test(e.code ?? '')) {
-    return new SafeFetchError('TIMEOUT', `Timed out after ${timeoutMs} ms`, url);
-  }
-  return new SafeFetchError('NETWORK', `${e.code ? `${e.code}: ` : ''}${e.message ?? String(err)}`, url);
 }
