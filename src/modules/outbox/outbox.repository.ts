@@ -1,4 +1,5 @@
 import type { Kysely, Selectable } from 'kysely';
+import { type EnvScope, EnvSettingsRepository } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 
 /** Row types of migration 0030_email. JSON columns are text; timestamps ISO-8601 text. */
@@ -45,10 +46,7 @@ export type OutboxRow = Selectable<OutboxMessagesTable>;
 export type OutboxSummaryRow = Omit<OutboxRow, 'raw' | 'html' | 'text' | 'headers'>;
 export type EmailSettingsRow = Selectable<EmailSettingsTable>;
 
-export interface OutboxScope {
-  accountId: string;
-  envId: string;
-}
+export type OutboxScope = EnvScope;
 
 export interface OutboxListQuery {
   to?: string;
@@ -81,8 +79,10 @@ const SUMMARY_COLUMNS = [
 ] as const;
 
 export class OutboxRepository {
+  private readonly settings: EnvSettingsRepository<EmailSettingsRow>;
   private readonly db: Kysely<CoreTables & EmailTables>;
   constructor(db: Kysely<CoreTables> | Kysely<any>) {
+    this.settings = new EnvSettingsRepository<EmailSettingsRow>(db, 'email_settings');
     this.db = (db as Kysely<CoreTables>).withTables<EmailTables>();
   }
 
@@ -129,28 +129,14 @@ export class OutboxRepository {
   }
 
   findSettings(scope: OutboxScope): Promise<EmailSettingsRow | undefined> {
-    return this.db
-      .selectFrom('email_settings')
-      .selectAll()
-      .where('account_id', '=', scope.accountId)
-      .where('env_id', '=', scope.envId)
-      .executeTakeFirst();
+    return this.settings.find(scope);
   }
 
-  async upsertSettings(row: EmailSettingsRow): Promise<void> {
-    await this.db
-      .insertInto('email_settings')
-      .values(row)
-      .onConflict((oc) => oc.column('env_id').doUpdateSet({ smtp_url_enc: row.smtp_url_enc, updated_at: row.updated_at }))
-      .execute();
+  upsertSettings(row: EmailSettingsRow): Promise<void> {
+    return this.settings.upsert(row);
   }
 
-  async deleteSettings(scope: OutboxScope): Promise<boolean> {
-    const res = await this.db
-      .deleteFrom('email_settings')
-      .where('account_id', '=', scope.accountId)
-      .where('env_id', '=', scope.envId)
-      .executeTakeFirst();
-    return Number(res.numDeletedRows) > 0;
+  deleteSettings(scope: OutboxScope): Promise<boolean> {
+    return this.settings.delete(scope);
   }
 }

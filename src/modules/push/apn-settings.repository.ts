@@ -1,4 +1,5 @@
 import type { Kysely, Selectable } from 'kysely';
+import { type EnvScope, EnvSettingsRepository } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 
 /** Row type of migration 0062_apns. */
@@ -19,41 +20,10 @@ export interface ApnSettingsTable {
 export type ApnSettingsTables = { apn_settings: ApnSettingsTable };
 export type ApnSettingsRow = Selectable<ApnSettingsTable>;
 
-export interface ApnScope {
-  accountId: string;
-  envId: string;
-}
+export type ApnScope = EnvScope;
 
-export class ApnSettingsRepository {
-  private readonly db: Kysely<CoreTables & ApnSettingsTables>;
+export class ApnSettingsRepository extends EnvSettingsRepository<ApnSettingsRow> {
   constructor(db: Kysely<CoreTables> | Kysely<any>) {
-    this.db = (db as Kysely<CoreTables>).withTables<ApnSettingsTables>();
-  }
-
-  find(scope: ApnScope): Promise<ApnSettingsRow | undefined> {
-    return this.db
-      .selectFrom('apn_settings')
-      .selectAll()
-      .where('account_id', '=', scope.accountId)
-      .where('env_id', '=', scope.envId)
-      .executeTakeFirst();
-  }
-
-  async upsert(row: ApnSettingsRow): Promise<void> {
-    const { key_id, team_id, topic, key_enc, key_hint, updated_at } = row;
-    await this.db
-      .insertInto('apn_settings')
-      .values(row)
-      .onConflict((oc) => oc.column('env_id').doUpdateSet({ key_id, team_id, topic, key_enc, key_hint, updated_at }))
-      .execute();
-  }
-
-  async delete(scope: ApnScope): Promise<boolean> {
-    const res = await this.db
-      .deleteFrom('apn_settings')
-      .where('account_id', '=', scope.accountId)
-      .where('env_id', '=', scope.envId)
-      .executeTakeFirst();
-    return Number(res.numDeletedRows) > 0;
+    super(db, 'apn_settings');
   }
 }
