@@ -7,6 +7,7 @@ import type { Deps } from './deps.js';
 import { installAuth } from './http/auth.js';
 import { installErrorHandling } from './http/error-handler.js';
 import { installMetrics } from './http/metrics.js';
+import { lazyChildLogger } from './http/request-logger.js';
 import { ErrorBodySchema } from './http/schemas.js';
 import type { App } from './http/types.js';
 import { accountRoutes } from './modules/accounts/accounts.routes.js';
@@ -25,10 +26,13 @@ import { outboxRoutes } from './modules/outbox/outbox.routes.js';
 import { templateRoutes } from './modules/templates/templates.routes.js';
 import { userRoutes } from './modules/users/users.routes.js';
 
+const BLANK = /^\s*$/;
+
 /** Builds the HTTP application over already-built dependencies (tests use the same function). */
 export async function buildApp(deps: Deps): Promise<App> {
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
+    childLoggerFactory: lazyChildLogger,
     // Each request's id is the trackingId of its error body and of its log lines.
     genReqId: () => randomUUID(),
     logController: new LogController({ requestIdLogLabel: 'trackingId' }),
@@ -45,8 +49,8 @@ export async function buildApp(deps: Deps): Promise<App> {
   // another Content-Type: all are read as JSON, empty as none.
   app.removeContentTypeParser('application/json');
   const parseJson = (_req: unknown, body: string | Buffer, done: (err: Error | null, body?: unknown) => void) => {
-    const text = String(body);
-    if (text.trim() === '') return done(null, undefined);
+    const text = typeof body === 'string' ? body : String(body);
+    if (BLANK.test(text)) return done(null, undefined);
     try {
       // secure-json-parse (as Fastify's own parser) refuses __proto__ / constructor.prototype keys.
       done(null, secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }));
