@@ -8,8 +8,9 @@ const BUSY_REQUESTS_PER_WINDOW = 100;
  * How hard this process's HTTP API is being driven, so workers in the same process (role "all",
  * the embedded default) can give way to it. On SQLite every statement runs on the one event
  * loop, so a worker at full concurrency takes the time requests are answered in. While the API
- * is busy the queue starts at most one job per event-loop turn: deliveries keep moving, from a
- * backlog that is already durable, and take full concurrency back once the load drops.
+ * is busy the queue spaces its job starts so that runs take about a tenth of the time
+ * (BusyGate): deliveries keep moving, from a backlog that is already durable, and take full
+ * concurrency back once the load drops.
  */
 export class ApiLoad {
   private windowStart = -Infinity;

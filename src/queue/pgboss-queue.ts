@@ -104,6 +104,7 @@ export class PgBossQueue implements Queue, JobBackend {
       random: options.random,
       logger: options.logger,
       busy: options.busy,
+      busyShare: options.busyShare,
     });
   }
 

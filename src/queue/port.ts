@@ -37,7 +37,7 @@ export interface WorkOptions {
 }
 
 export interface BatchWorkOptions extends WorkOptions {
-  /** Most jobs per batch; fewer when fewer are due. While the process is busy, one. */
+  /** Most jobs per batch; fewer when fewer are due. */
   batchSize: number;
 }
 

@@ -1,3 +1,4 @@
+import { BusyGate } from './busy-gate.js';
 import { type BatchJobHandler, type BatchWorkOptions, type JobContext, type JobHandler, PermanentJobError, RetryJobError, type WorkOptions } from './port.js';
 
 /** A job this process holds the lock of. `token` fences writes: a stale holder changes nothing. */
@@ -45,8 +46,10 @@ export interface RunnerOptions {
   backoff?: BackoffOptions;
   random?: () => number;
   logger?: QueueLogger;
-  /** While true, at most one job starts per event-loop turn in this process (see ApiLoad). */
+  /** While true, job starts are spaced so that runs take about busyShare of the time (see BusyGate, ApiLoad). */
   busy?: () => boolean;
+  /** Share of the time runs may take while busy. Default 0.1. */
+  busyShare?: number;
 }
 
 /** Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))]. */
@@ -100,8 +103,8 @@ export class JobRunner {
   private readonly dirty = new Set<string>();
   private dirtyAll = false;
   private pollTimer: NodeJS.Timeout | null = null;
-  /** While busy: set once a job started in this event-loop turn; the names held back meanwhile. */
-  private heldBack: Set<string> | null = null;
+  /** Spaces starts while the API in this process is busy; absent when nothing can make it busy. */
+  private readonly gate: BusyGate | null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -109,6 +112,8 @@ export class JobRunner {
     private readonly options: RunnerOptions,
   ) {
     this.logger = options.logger ?? noopLogger;
+    const busy = options.busy;
+    this.gate = busy ? new BusyGate(busy, options.busyShare ?? 0.1, (names) => names.forEach((name) => this.nudge(name))) : null;
   }
 
   /** Before start(), or after stop() to set the queue up again (a name then gets its new handler). */
@@ -182,20 +187,22 @@ export class JobRunner {
           const reg = this.handlers.get(name);
           if (!reg) continue;
           if (this.state !== 'started') return;
-          const room = this.room(name);
+          const room = this.gate ? this.gate.room(name) : Number.POSITIVE_INFINITY;
           const free = Math.min(reg.concurrency - reg.running, room);
           if (free <= 0) continue;
-          // Busy (room 1): one job, however large the batches.
-          const size = reg.batch && room === Number.POSITIVE_INFINITY ? reg.batch.size : 1;
+          const size = reg.batch?.size ?? 1;
           let jobs: ClaimedJob[] = [];
           try {
             jobs = await this.backend.claim(name, free * size);
           } catch (err) {
             this.logger.error({ err, queue: name }, 'queue: claiming jobs failed');
           }
-          if (reg.batch) for (let i = 0; i < jobs.length; i += size) this.launchBatch(reg, jobs.slice(i, i + size));
-          else for (const job of jobs) this.launch(reg, job);
-          if (jobs.length > 0 && room !== Number.POSITIVE_INFINITY) this.holdTurn(name);
+          if (jobs.length === 0) continue;
+          const ended = room === Number.POSITIVE_INFINITY ? null : this.gate!.started();
+          const runs: Promise<void>[] = [];
+          if (reg.batch) for (let i = 0; i < jobs.length; i += size) runs.push(this.launchBatch(reg, jobs.slice(i, i + size)));
+          else for (const job of jobs) runs.push(this.launch(reg, job));
+          if (ended) void Promise.all(runs).finally(ended);
         }
       } while (this.pollAgain && this.state === 'started');
     } finally {
@@ -210,33 +217,7 @@ export class JobRunner {
     }
   }
 
-  /**
-   * Jobs of `name` that may start now: any number, or while the process is busy (see ApiLoad)
-   * one per event-loop turn across all names, so each turn serves pending I/O (requests) first
-   * and then one job's synchronous work. Jobs waiting on the network (SMTP, HTTP providers) hold
-   * no turn, so several can still be in flight.
-   */
-  private room(name: string): number {
-    if (!this.options.busy?.()) return Number.POSITIVE_INFINITY;
-    if (this.heldBack) {
-      this.heldBack.add(name);
-      return 0;
-    }
-    return 1;
-  }
-
-  /** A job started in a busy turn: the names that wanted one go again in the next turn. */
-  private holdTurn(name: string): void {
-    if (this.heldBack) return;
-    this.heldBack = new Set([name]);
-    setImmediate(() => {
-      const names = this.heldBack ?? new Set<string>();
-      this.heldBack = null;
-      for (const held of names) this.nudge(held);
-    });
-  }
-
-  private launch(reg: Registration, job: ClaimedJob): void {
+  private launch(reg: Registration, job: ClaimedJob): Promise<void> {
     reg.running++;
     // Keyed per run, not per job: a released job may be claimed again here while its old
     // handler is still finishing.
@@ -248,6 +229,7 @@ export class JobRunner {
       this.nudge(job.name);
     });
     this.running.set(key, entry);
+    return entry.done;
   }
 
   private async execute(reg: Registration, entry: Running): Promise<void> {
@@ -294,7 +276,7 @@ export class JobRunner {
     await this.settle(() => this.backend.retry(job, delayMs, message), job);
   }
 
-  private launchBatch(reg: Registration, jobs: ClaimedJob[]): void {
+  private launchBatch(reg: Registration, jobs: ClaimedJob[]): Promise<void> {
     reg.running++;
     const keys = jobs.map(() => ++this.launches);
     const entries: Running[] = jobs.map((job) => ({ job, released: false, done: Promise.resolve() }));
@@ -307,6 +289,7 @@ export class JobRunner {
       entry.done = done;
       this.running.set(keys[i], entry);
     });
+    return done;
   }
 
   private async executeBatch(reg: Registration, entries: Running[]): Promise<void> {
@@ -367,6 +350,7 @@ export class JobRunner {
     this.state = 'stopping';
     if (this.pollTimer) clearTimeout(this.pollTimer);
     this.pollTimer = null;
+    this.gate?.stop();
     if (wasStarted) {
       await this.polling;
       const all = Promise.allSettled([...this.running.values()].filter((r) => !r.released).map((r) => r.done));

@@ -43,8 +43,10 @@ export interface CommonQueueOptions {
   backoff?: BackoffOptions;
   /** Source of the backoff jitter (tests). */
   random?: () => number;
-  /** While true, at most one job starts per event-loop turn (the API in the same process is busy). */
+  /** While true (the API in the same process is busy), runs are spaced to take about busyShare of the time. */
   busy?: () => boolean;
+  /** Share of the time job runs may take while busy (see BusyGate). Default 0.1. */
+  busyShare?: number;
 }
 
 export interface SqliteQueueOptions extends CommonQueueOptions {
@@ -98,6 +100,7 @@ export class SqliteQueue implements Queue, JobBackend {
       random: options.random,
       logger: options.logger,
       busy: options.busy,
+      busyShare: options.busyShare,
     });
   }
 
