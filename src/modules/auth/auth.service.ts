@@ -73,19 +73,20 @@ export class AuthService {
   }
 
   private async byApiKey(key: string): Promise<AuthContext> {
-    const hash = sha256Hex(key);
     let cache = apiKeyCaches.get(this.deps.db);
     if (!cache) apiKeyCaches.set(this.deps.db, (cache = new Map()));
     const now = Date.now();
-    const cached = cache.get(hash);
+    // Keyed by the key itself (held in this process's memory only, never logged): hashing it on
+    // every request was a measurable share of POST /send.
+    const cached = cache.get(key);
     if (cached && cached.until > now) return { ...cached.auth };
-    const row = await this.keys.findByHash(hash);
+    const row = await this.keys.findByHash(sha256Hex(key));
     if (!row) throw unauthorized('Unknown API key.');
     if (row.revoked) throw unauthorized('This API key has been revoked.');
     this.touch(row.id);
     const auth: AuthContext = { accountId: row.account_id, envId: row.env_id, via: 'apiKey', keyId: row.id };
     if (cache.size >= API_KEY_CACHE_MAX) cache.clear();
-    cache.set(hash, { auth, until: now + API_KEY_CACHE_MS });
+    cache.set(key, { auth, until: now + API_KEY_CACHE_MS });
     return { ...auth };
   }
 

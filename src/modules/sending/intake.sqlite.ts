@@ -9,6 +9,13 @@ import type { IntakeOutcome, IntakeUnit, SendIntake } from './intake.js';
 
 type Settled = SettledOf<IntakeOutcome>;
 
+interface Usage {
+  accountId: string;
+  cycleStart: string;
+  used: number;
+  counted: number;
+}
+
 class Rejected extends Error {
   constructor(readonly outcome: IntakeOutcome) {
     super(outcome);
@@ -37,18 +44,26 @@ export class SqliteIntake implements SendIntake {
     maxBatch = 64,
   ) {
     this.batcher = new Batcher((units) => this.commit(units), maxBatch);
-    const writeUnit = sqlite.transaction((unit: IntakeUnit) => this.writeUnit(unit));
-    this.writeBatch = sqlite.transaction((units: IntakeUnit[]) =>
-      units.map((unit): Settled => {
+    const writeUnit = sqlite.transaction((unit: IntakeUnit, usage: Usage) => this.writeUnit(unit, usage));
+    const batch = sqlite.transaction((units: IntakeUnit[]) => {
+      const usage = new Map<string, Usage>();
+      const settled = units.map((unit): Settled => {
+        const counter = this.usage(usage, unit);
         try {
-          writeUnit(unit);
+          writeUnit(unit, counter);
+          counter.counted++;
           return { ok: true, value: 'ok' };
         } catch (error) {
           // The nested transaction (a savepoint) rolled back this unit alone.
           return error instanceof Rejected ? { ok: true, value: error.outcome } : { ok: false, error };
         }
-      }),
-    );
+      });
+      for (const counter of usage.values()) this.countUsage(counter);
+      return settled;
+    });
+    // IMMEDIATE: the usage read at the start of the batch must not be overtaken by another
+    // connection's write before this one commits.
+    this.writeBatch = (units) => batch.immediate(units);
   }
 
   write(unit: IntakeUnit): Promise<IntakeOutcome> {
@@ -67,7 +82,7 @@ export class SqliteIntake implements SendIntake {
     return settled;
   }
 
-  private writeUnit(unit: IntakeUnit): void {
+  private writeUnit(unit: IntakeUnit, usage: Usage): void {
     const { accountId, envId } = unit;
     if (unit.idempotency) {
       const row = unit.idempotency;
@@ -77,7 +92,7 @@ export class SqliteIntake implements SendIntake {
       ).run(row.env_id, row.key, row.request_hash, row.tracking_id, row.response, row.created_at);
       if (inserted.changes === 0) throw new Rejected('replay');
     }
-    if (!this.countUsage(accountId, unit.usage.cycleStart, unit.usage.cap)) throw new Rejected('cap');
+    if (usage.used + usage.counted >= unit.usage.cap) throw new Rejected('cap');
 
     const { userId, patch } = unit.recipient;
     const current = this.statement('SELECT * FROM users WHERE account_id = ? AND env_id = ? AND id = ?').get(accountId, envId, userId) as
@@ -96,12 +111,30 @@ export class SqliteIntake implements SendIntake {
     this.insert('messages', { ...unit.message, user_email: plan.row.email, user_number: plan.row.number, job_id: jobId });
   }
 
-  /** UsageRepository.tryCount: a guarded increment, creating the cycle's counter on first use. */
-  private countUsage(accountId: string, cycleStart: string, cap: number): boolean {
-    const increment = this.statement('UPDATE usage_counters SET messages = messages + 1 WHERE account_id = ? AND cycle_start = ? AND messages < ?');
-    if (increment.run(accountId, cycleStart, cap).changes === 1) return true;
-    this.statement('INSERT INTO usage_counters (account_id, cycle_start, messages) VALUES (?, ?, 0) ON CONFLICT DO NOTHING').run(accountId, cycleStart);
-    return increment.run(accountId, cycleStart, cap).changes === 1;
+  /**
+   * The batch's tally of an account's cycle: what was used when the batch began (read once; this
+   * connection is the one writer until it commits) and what the batch has counted since. Written
+   * once per account at the end of the batch instead of once per send.
+   */
+  private usage(tallies: Map<string, Usage>, unit: IntakeUnit): Usage {
+    const key = `${unit.accountId}\u0000${unit.usage.cycleStart}`;
+    let tally = tallies.get(key);
+    if (!tally) {
+      const row = this.statement('SELECT messages FROM usage_counters WHERE account_id = ? AND cycle_start = ?').get(unit.accountId, unit.usage.cycleStart) as
+        | { messages: number }
+        | undefined;
+      tally = { accountId: unit.accountId, cycleStart: unit.usage.cycleStart, used: row?.messages ?? 0, counted: 0 };
+      tallies.set(key, tally);
+    }
+    return tally;
+  }
+
+  private countUsage(tally: Usage): void {
+    if (tally.counted === 0) return;
+    this.statement(
+      `INSERT INTO usage_counters (account_id, cycle_start, messages) VALUES (?, ?, ?)
+       ON CONFLICT (account_id, cycle_start) DO UPDATE SET messages = messages + excluded.messages`,
+    ).run(tally.accountId, tally.cycleStart, tally.counted);
   }
 
   private updateUser(row: UserRow): void {
