@@ -4,6 +4,7 @@ import type { Queue } from '../../queue/port.js';
 import type { AuthContext } from '../auth/auth.service.js';
 import { LOG_CHANNELS } from '../sending/channels.js';
 import { MessagesRepository } from '../sending/messages.repository.js';
+import { SendIntakeRepository } from '../sending/send-intake.repository.js';
 import type { MessageRow } from '../sending/sending.tables.js';
 import { type LogRecord, logStatus, toLogRecord } from './log-record.js';
 import { type LogFilters, LogsRepository } from './logs.repository.js';
@@ -12,6 +13,8 @@ export const MAX_TRACKING_IDS = 25;
 /** A query answers at most this many logs, newest first. */
 export const MAX_QUERY_RESULTS = 5000;
 export const LOG_QUERY_JOB = 'logs.query';
+/** How long a log query waits for sends accepted before it to leave the intake journal (SQLite). */
+const INTAKE_WAIT_MS = 10_000;
 export const LOG_STATUSES = ['scheduled', 'canceled', 'processing', 'failed', 'sent', 'delivered', 'skipped'] as const;
 
 export interface LogQueryInput {
@@ -44,8 +47,23 @@ export class LogsService {
     if (ids.length > MAX_TRACKING_IDS) {
       throw new AppError('TOO_MANY_TRACKING_IDS', `At most ${MAX_TRACKING_IDS} tracking ids per request; got ${ids.length}.`, 'Split the lookup, or use POST /logs/query.');
     }
-    const rows = (await this.messages.messagesByIds(auth.accountId, ids)).filter((m) => auth.envId === null || m.env_id === auth.envId);
+    const rows = (await this.messagesByIds(auth.accountId, ids)).filter((m) => auth.envId === null || m.env_id === auth.envId);
     return this.records(rows);
+  }
+
+  /**
+   * Stored messages, and on SQLite sends still waiting in the intake journal (accepted, not yet
+   * ingested). A send ingested between the two reads is written to messages before it leaves the
+   * journal, so the last read finds it.
+   */
+  private async messagesByIds(accountId: string, ids: string[]): Promise<MessageRow[]> {
+    const stored = await this.messages.messagesByIds(accountId, ids);
+    if (this.deps.storage.dialect !== 'sqlite' || stored.length === ids.length) return stored;
+    const found = new Set(stored.map((m) => m.tracking_id));
+    const pending = await new SendIntakeRepository(this.deps.db).pendingByIds(accountId, ids.filter((id) => !found.has(id)));
+    for (const m of pending) found.add(m.tracking_id);
+    const moved = await this.messages.messagesByIds(accountId, ids.filter((id) => !found.has(id)));
+    return [...stored, ...pending, ...moved].sort((a, b) => (a.received_at < b.received_at ? 1 : a.received_at > b.received_at ? -1 : 0));
   }
 
   async startQuery(auth: AuthContext, input: LogQueryInput): Promise<string> {
@@ -80,6 +98,7 @@ export class LogsService {
   async runQuery(queryId: string): Promise<void> {
     const row = await this.repo.findQueryForWork(queryId);
     if (!row || row.status !== 'Running') return;
+    await this.awaitIntake(row.created_at);
     const stored = JSON.parse(row.filters) as LogFilters & { rawStatus: string | null; rawChannels: string[] | null };
     const candidates = await this.repo.findMessages(stored, MAX_QUERY_RESULTS * 4);
     const deliveries = await this.messages.deliveriesOf(candidates.map((m) => m.tracking_id));
@@ -93,6 +112,19 @@ export class LogsService {
       if (logs.length >= MAX_QUERY_RESULTS) break;
     }
     await this.repo.completeQuery(queryId, JSON.stringify(logs), this.deps.clock.now().toISOString());
+  }
+
+  /**
+   * On SQLite, waits (up to INTAKE_WAIT_MS) until the sends accepted before the query started
+   * are ingested, so a query includes every send answered 202 before it.
+   */
+  private async awaitIntake(queryCreatedAt: string): Promise<void> {
+    if (this.deps.storage.dialect !== 'sqlite') return;
+    const intake = new SendIntakeRepository(this.deps.db);
+    const deadline = performance.now() + INTAKE_WAIT_MS;
+    while ((await intake.anyPendingSince(queryCreatedAt)) && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
   }
 
   private filters(auth: AuthContext, input: LogQueryInput): LogFilters {

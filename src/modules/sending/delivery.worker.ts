@@ -15,7 +15,9 @@ import { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
 import { applyPendingEvents } from './delivery-events.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
+import { INGEST_SENDS_JOB } from './intake.js';
 import { MessagesRepository } from './messages.repository.js';
+import { SendIntakeRepository } from './send-intake.repository.js';
 import { routeChannels } from './routing.js';
 import type { SendBody } from './sending.schemas.js';
 import { PROCESS_MESSAGE_JOB, normalizeSend } from './sending.service.js';
@@ -54,6 +56,24 @@ export class DeliveryWorker {
       batchSize: 16,
     });
     this.queue.work<{ deliveryId: string }>(DELIVER_JOB, (data) => this.runDelivery(data.deliveryId), { concurrency: options.concurrency ?? 8 });
+    this.queue.work<{ seq: number }>(INGEST_SENDS_JOB, (data) => this.ingestSends(data.seq), { concurrency: options.concurrency ?? 4 });
+  }
+
+  /**
+   * The job of a `send_intake` chunk (SQLite): writes its message rows, processes them as
+   * message.process does, then drops the chunk. A re-run after a crash finds the rows written
+   * and the messages processed, and only drops the chunk; a message that failed leaves the
+   * chunk in place and the job retries it.
+   */
+  async ingestSends(seq: number): Promise<void> {
+    const intake = new SendIntakeRepository(this.deps.db);
+    const messages = await intake.chunk(seq);
+    if (!messages) return;
+    await new MessagesRepository(this.deps.db).insertMessagesIfAbsent(messages);
+    const failures = await this.processMessages(messages.map((m) => m.tracking_id));
+    const failure = failures.find((f) => f !== undefined);
+    if (failure !== undefined) throw failure;
+    await intake.remove(seq);
   }
 
   /** Routes and renders one message (see processMessages). */

@@ -7,6 +7,11 @@ import type { Recipient } from '../users/users.service.js';
 import { KyselyIntake } from './intake.kysely.js';
 import { SqliteIntake } from './intake.sqlite.js';
 
+/** Moves a `send_intake` chunk of journaled sends into messages and processes them (SQLite). */
+export const INGEST_SENDS_JOB = 'sends.ingest';
+/** Sends per `send_intake` chunk, and so per ingest job. */
+export const INGEST_CHUNK = 16;
+
 /**
  * Everything one accepted send writes, computed and validated before any statement runs. The
  * intake writes it in one transaction (with other sends' units, in a group commit), so the
@@ -22,6 +27,7 @@ export interface IntakeUnit {
   recipient: Recipient;
   /** The notification type to create when missing; null when it is known to exist. */
   ensureType: string | null;
+  /** The processing job. On SQLite a send without runAt is journaled instead (see SqliteIntake). */
   job: { name: string; data: unknown; runAt: Date | null };
   /** The message row; the intake fills job_id, and user_email/user_number from the stored user. */
   message: MessageRow;

@@ -13,6 +13,16 @@ export class MessagesRepository {
     return this.db.insertInto('messages').values(row).execute();
   }
 
+  /** Inserts message rows; one already present (a re-run after a crash) is left as it is. */
+  async insertMessagesIfAbsent(rows: MessageRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.db
+      .insertInto('messages')
+      .values(rows)
+      .onConflict((oc) => oc.column('tracking_id').doNothing())
+      .execute();
+  }
+
   findMessage(envId: string, trackingId: string): Promise<MessageRow | undefined> {
     return this.db.selectFrom('messages').selectAll().where('env_id', '=', envId).where('tracking_id', '=', trackingId).executeTakeFirst();
   }

@@ -104,8 +104,17 @@ export type ProviderEventsTable = {
   applied_at: string | null;
 };
 
+/** SQLite only: accepted sends not yet ingested into messages (see SqliteIntake). */
+export type SendIntakeTable = {
+  seq: number;
+  /** JSON array of message rows (null columns left out). */
+  messages: string;
+  created_at: string;
+};
+
 export type SendingTables = {
   provider_events: ProviderEventsTable;
+  send_intake: SendIntakeTable;
   messages: MessagesTable;
   deliveries: DeliveriesTable;
   delivery_attempts: DeliveryAttemptsTable;

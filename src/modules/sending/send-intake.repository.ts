@@ -1,0 +1,86 @@
+import type { Kysely } from 'kysely';
+import type { CoreTables } from '../../storage/schema.js';
+import type { MessageRow, SendingDb, SendingTables } from './sending.tables.js';
+
+/**
+ * Reads of `send_intake` (SQLite only): the sends accepted and committed, in chunks, whose
+ * message rows are not written yet (SqliteIntake writes the chunks; the `sends.ingest` job moves
+ * them into `messages`). Every read that looks for a send by id falls back to it.
+ */
+export class SendIntakeRepository {
+  private readonly db: SendingDb;
+  constructor(db: Kysely<CoreTables> | Kysely<any>) {
+    this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
+  }
+
+  /** The message rows of a chunk, or null once ingested. */
+  async chunk(seq: number): Promise<MessageRow[] | null> {
+    const row = await this.db.selectFrom('send_intake').select('messages').where('seq', '=', seq).executeTakeFirst();
+    return row ? parseMessages(row.messages) : null;
+  }
+
+  async remove(seq: number): Promise<void> {
+    await this.db.deleteFrom('send_intake').where('seq', '=', seq).execute();
+  }
+
+  /** Pending sends of an account among `trackingIds` (a scan of the pending chunks, which the workers keep short). */
+  async pendingByIds(accountId: string, trackingIds: string[]): Promise<MessageRow[]> {
+    if (trackingIds.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('send_intake')
+      .select('messages')
+      .where((eb) => eb.or(trackingIds.map((id) => eb(eb.fn('instr', ['messages', eb.val(id)]), '>', 0))))
+      .execute();
+    const wanted = new Set(trackingIds);
+    return rows.flatMap((r) => parseMessages(r.messages)).filter((m) => m.account_id === accountId && wanted.has(m.tracking_id));
+  }
+
+  /** Whether a chunk accepted at or before `at` is still waiting to be ingested. */
+  async anyPendingSince(at: string): Promise<boolean> {
+    const row = await this.db.selectFrom('send_intake').select('seq').where('created_at', '<=', at).limit(1).executeTakeFirst();
+    return row !== undefined;
+  }
+}
+
+const MESSAGE_COLUMNS: (keyof MessageRow)[] = [
+  'tracking_id',
+  'account_id',
+  'env_id',
+  'notification_id',
+  'user_id',
+  'user_email',
+  'user_number',
+  'template_id',
+  'sub_notification_id',
+  'request',
+  'state',
+  'job_id',
+  'ip',
+  'agent',
+  'received_at',
+  'processed_at',
+  'scheduled_for',
+  'schedule_updated_at',
+  'schedule_updated_to',
+  'schedule_deleted_at',
+  'failed_at',
+  'failed_code',
+  'failed_internal',
+  'skipped',
+];
+
+/** A chunk's rows with their null columns put back. */
+function parseMessages(json: string): MessageRow[] {
+  return (JSON.parse(json) as Partial<MessageRow>[]).map((partial) => {
+    const row = {} as Record<string, unknown>;
+    for (const column of MESSAGE_COLUMNS) row[column] = partial[column] ?? null;
+    return row as MessageRow;
+  });
+}
+
+/** A message row without its null columns (most of a new message's): smaller chunks to write. */
+export function compactMessage(row: MessageRow): Partial<MessageRow> {
+  const compact: Record<string, unknown> = {};
+  for (const column of MESSAGE_COLUMNS) if (row[column] !== null) compact[column] = row[column];
+  return compact as Partial<MessageRow>;
+}

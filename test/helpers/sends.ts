@@ -1,0 +1,17 @@
+import type { Deps } from '../../src/deps.js';
+
+/**
+ * Accepted sends matching `where` (message columns): message rows, plus on SQLite the sends still
+ * in the intake journal (`send_intake` chunks, not yet ingested by a worker).
+ */
+export async function countAcceptedSends(deps: Deps, where: Record<string, string> = {}): Promise<number> {
+  let q = deps.db.selectFrom('messages' as never).select((eb) => eb.fn.countAll().as('n'));
+  for (const [column, value] of Object.entries(where)) q = q.where(column as never, '=', value as never);
+  const stored = Number(((await q.executeTakeFirstOrThrow()) as { n: number | string }).n);
+  if (deps.storage.dialect !== 'sqlite') return stored;
+  const chunks = (await deps.db.selectFrom('send_intake' as never).select('messages' as never).execute()) as { messages: string }[];
+  const pending = chunks
+    .flatMap((c) => JSON.parse(c.messages) as Record<string, unknown>[])
+    .filter((m) => Object.entries(where).every(([column, value]) => m[column] === value));
+  return stored + pending.length;
+}

@@ -1,0 +1,88 @@
+// A send answered 202 is visible before any worker has run, and its processing happens once,
+// however often the work is retried. On SQLite immediate sends are journaled (send_intake
+// chunks) and ingested by a job; on PostgreSQL they are written as messages at once. The same
+// contract holds on both.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type TestContext, createTestContext } from '../helpers/context.js';
+import { countAcceptedSends } from '../helpers/sends.js';
+import { STORAGE_KINDS } from '../helpers/storage.js';
+import { eventually } from '../helpers/wait.js';
+import { type Workers, startWorkers } from '../../src/workers.js';
+
+describe.each(STORAGE_KINDS)('accepted sends before and during ingestion (%s)', (kind) => {
+  let t: TestContext;
+  let workers: Workers | undefined;
+  const send = (payload: unknown) => t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: payload as object });
+  const logs = async (ids: string[]) => (await t.app.inject({ method: 'GET', url: `/logs/${ids.join(',')}`, headers: t.auth })).json().logs as Record<string, unknown>[];
+  const inapp = async (userId: string) =>
+    (await t.deps.db.selectFrom('inapp_notifications' as never).select((eb) => eb.fn.countAll().as('n')).where('user_id' as never, '=', userId as never).executeTakeFirstOrThrow()) as {
+      n: number | string;
+    };
+
+  beforeEach(async () => {
+    t = await createTestContext(kind);
+  });
+  afterEach(async () => {
+    await workers?.stop();
+    workers = undefined;
+    await t.close();
+  });
+
+  it('answers a log for a send the moment it is accepted, before any worker ran, and refuses to reschedule it', async () => {
+    const res = await send({ type: 'journal_log', to: { id: 'j-1', email: 'j1@example.com' }, parameters: { n: 1 }, inapp: { title: 'hi {{ n }}' } });
+    expect(res.statusCode).toBe(202);
+    const { trackingId } = res.json();
+    const [log] = await logs([trackingId, 'not-a-send']);
+    expect(log).toMatchObject({ trackingId, type: 'journal_log', user_id: 'j-1', user_email: 'j1@example.com' });
+    expect(log.inapp_delivered_at).toBeFalsy();
+    const bulk = await t.app.inject({ method: 'POST', url: '/logs/bulk', headers: t.auth, payload: { trackingIds: [trackingId] } });
+    expect(bulk.json().logs.map((l: { trackingId: string }) => l.trackingId)).toEqual([trackingId]);
+    // Another account cannot see it.
+    const other = await t.newAccount();
+    const theirs = await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: { authorization: `Bearer ${other.apiKey}` } });
+    expect(theirs.json().logs).toEqual([]);
+    // Queued, not scheduled: the scheduler routes answer 409, not 404.
+    const put = await t.app.inject({ method: 'PUT', url: `/sender/scheduler/${trackingId}`, headers: t.auth, payload: { type: 'journal_log', to: { id: 'j-1' }, schedule: new Date(Date.now() + 60_000).toISOString() } });
+    expect(put.statusCode).toBe(409);
+    expect((await t.app.inject({ method: 'DELETE', url: `/sender/scheduler/${trackingId}`, headers: t.auth })).statusCode).toBe(409);
+
+    workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    const delivered = await eventually(async () => {
+      const [l] = await logs([trackingId]);
+      return l?.inapp_delivered_at ? l : undefined;
+    });
+    expect(delivered).toMatchObject({ trackingId, user_id: 'j-1', inapp_routing: 'SEND' });
+    expect(Number((await inapp('j-1')).n)).toBe(1);
+  });
+
+  it('a log query started while sends wait for a worker includes all of them', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) ids.push((await send({ type: 'journal_query', to: { id: `q-${i}` }, inapp: { title: 'x' } })).json().trackingId);
+    expect(await countAcceptedSends(t.deps, { notification_id: 'journal_query' })).toBe(40);
+    const started = await t.app.inject({ method: 'POST', url: '/logs/query', headers: t.auth, payload: { notificationFilter: ['journal_query'] } });
+    const { queryId } = started.json();
+    workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    const result = await eventually(async () => {
+      const r = (await t.app.inject({ method: 'GET', url: `/logs/query/${queryId}`, headers: t.auth })).json();
+      return r.status === 'Complete' ? r : undefined;
+    });
+    expect(result.logs.map((l: { trackingId: string }) => l.trackingId).sort()).toEqual([...ids].sort());
+  });
+
+  it('processes each send once when its ingestion runs again after a crash', async () => {
+    for (let i = 0; i < 20; i++) expect((await send({ type: 'journal_twice', to: { id: 'twice' }, inapp: { title: `#${i}` } })).statusCode).toBe(202);
+    workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    await eventually(async () => Number((await inapp('twice')).n) === 20);
+    if (kind === 'sqlite') {
+      // The crash: message rows written and processed, the chunk not yet dropped. Put a chunk
+      // back and run its job again.
+      const rows = await t.deps.db.selectFrom('messages' as never).selectAll().where('notification_id' as never, '=', 'journal_twice' as never).execute();
+      const { lastInsertRowid } = t.deps.storage.sqlite!.prepare('INSERT INTO send_intake (messages, created_at) VALUES (?, ?)').run(JSON.stringify(rows.slice(0, 16)), new Date().toISOString());
+      await workers.worker.ingestSends(Number(lastInsertRowid));
+      const left = t.deps.storage.sqlite!.prepare('SELECT count(*) AS n FROM send_intake').get() as { n: number };
+      expect(left.n).toBe(0);
+    }
+    expect(Number((await inapp('twice')).n)).toBe(20);
+    expect(await countAcceptedSends(t.deps, { notification_id: 'journal_twice' })).toBe(20);
+  });
+});
