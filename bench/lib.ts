@@ -52,6 +52,8 @@ export interface LoadResult {
   p99Ms: number;
   non2xx: number;
   errors: number;
+  /** Requests answered 2xx. */
+  accepted: number;
 }
 
 /** autocannon: `connections` concurrent keep-alive connections for `seconds`. */
@@ -70,5 +72,6 @@ export async function load(url: string, body: unknown, headers: Record<string, s
     p99Ms: result.latency.p99,
     non2xx: result.non2xx,
     errors: result.errors,
+    accepted: result['2xx'],
   };
 }
