@@ -3,6 +3,21 @@ import { performance } from 'node:perf_hooks';
 /** Requests per window above which the API counts as busy (100 per 100 ms: 1,000 requests/s). */
 const WINDOW_MS = 100;
 const BUSY_REQUESTS_PER_WINDOW = 100;
+/** Event-loop utilization from which the process counts as saturated. */
+const SATURATED = 0.9;
+
+/** Event-loop utilization (0 to 1) since the previous call. */
+export type UtilizationMeter = () => number;
+
+export function eventLoopMeter(): UtilizationMeter {
+  let mark = performance.eventLoopUtilization();
+  return () => {
+    const now = performance.eventLoopUtilization();
+    const { utilization } = performance.eventLoopUtilization(now, mark);
+    mark = now;
+    return utilization;
+  };
+}
 
 /**
  * How hard this process's HTTP API is being driven, so workers in the same process (role "all",
@@ -11,11 +26,18 @@ const BUSY_REQUESTS_PER_WINDOW = 100;
  * is busy the queue spaces its job starts so that runs take about a tenth of the time
  * (BusyGate): deliveries keep moving, from a backlog that is already durable, and take full
  * concurrency back once the load drops.
+ *
+ * Busy needs both a high request rate and a saturated event loop (utilization over the last
+ * window): at a steady rate the process handles with time to spare, workers keep full
+ * concurrency, or the backlog would grow while the CPU idles.
  */
 export class ApiLoad {
   private windowStart = -Infinity;
   private count = 0;
   private previous = 0;
+  private saturated = false;
+
+  constructor(private readonly meter: UtilizationMeter = eventLoopMeter()) {}
 
   /** Called for every request received. */
   requestReceived(now = performance.now()): void {
@@ -23,12 +45,13 @@ export class ApiLoad {
       this.previous = now - this.windowStart < 2 * WINDOW_MS ? this.count : 0;
       this.windowStart = now;
       this.count = 0;
+      this.saturated = this.meter() >= SATURATED;
     }
     this.count++;
   }
 
   busy(now = performance.now()): boolean {
     if (now - this.windowStart >= 2 * WINDOW_MS) return false;
-    return Math.max(this.previous, this.count) >= BUSY_REQUESTS_PER_WINDOW;
+    return this.saturated && Math.max(this.previous, this.count) >= BUSY_REQUESTS_PER_WINDOW;
   }
 }

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { ApiLoad } from '../../src/load.js';
+import { ApiLoad, eventLoopMeter } from '../../src/load.js';
 
 describe('ApiLoad', () => {
   it('is busy from 100 requests in a 100 ms window, and not once requests stop for 200 ms', () => {
-    const load = new ApiLoad();
+    const load = new ApiLoad(() => 1);
     expect(load.busy(0)).toBe(false);
     for (let i = 0; i < 99; i++) load.requestReceived(i * 0.5);
     expect(load.busy(50)).toBe(false);
@@ -17,15 +17,35 @@ describe('ApiLoad', () => {
   });
 
   it('forgets an old burst: a window long after it starts from nothing', () => {
-    const load = new ApiLoad();
+    const load = new ApiLoad(() => 1);
     for (let i = 0; i < 150; i++) load.requestReceived(i * 0.1);
     load.requestReceived(1000);
     expect(load.busy(1000)).toBe(false);
   });
 
   it('stays idle under light load (a few requests per window)', () => {
-    const load = new ApiLoad();
+    const load = new ApiLoad(() => 1);
     for (let t = 0; t < 2000; t += 10) load.requestReceived(t);
     expect(load.busy(2000)).toBe(false);
+  });
+
+  it('is not busy while the event loop has time to spare, however many requests come in', () => {
+    let utilization = 0.5;
+    const load = new ApiLoad(() => utilization);
+    for (let i = 0; i < 300; i++) load.requestReceived(i);
+    expect(load.busy(300)).toBe(false);
+    // Saturated from the next window on.
+    utilization = 0.97;
+    for (let i = 300; i < 450; i++) load.requestReceived(i);
+    expect(load.busy(450)).toBe(true);
+  });
+
+  it('measures the event loop with eventLoopMeter: near 1 while it is kept busy', () => {
+    const meter = eventLoopMeter();
+    const began = performance.now();
+    while (performance.now() - began < 30) {
+      // busy loop
+    }
+    expect(meter()).toBeGreaterThan(0.9);
   });
 });
