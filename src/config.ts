@@ -22,6 +22,8 @@ export interface Config extends TelephonySettings {
   defaultFromName: string;
   /** A job whose worker stops renewing its lock (crash, kill -9) is taken over after this long. */
   jobLockSeconds: number;
+  /** Percent of the time job runs may take while this process's API is saturated (role all; see BusyGate). */
+  busyWorkerPercent: number;
   defaultMessagesCap: number;
   logRetentionDays: number;
   /** VAPID subject (mailto: or https: URL) push services may use to contact the sender; default derived from publicUrl or the default sender. */
@@ -57,6 +59,12 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): n
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min) throw new ConfigError(`${name} must be an integer >= ${min}, got "${raw}"`);
+  return value;
+}
+
+function percent(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const value = int(env, name, fallback, 1);
+  if (value > 100) throw new ConfigError(`${name} must be a percentage from 1 to 100, got "${env[name]}"`);
   return value;
 }
 
@@ -130,6 +138,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     defaultFromAddress: env.CLARION_DEFAULT_FROM_ADDRESS || 'notifications@clarion.localhost',
     defaultFromName: env.CLARION_DEFAULT_FROM_NAME || 'Clarion',
     jobLockSeconds: int(env, 'CLARION_JOB_LOCK_SECONDS', 30, 1),
+    busyWorkerPercent: percent(env, 'CLARION_BUSY_WORKER_PERCENT', 5),
     defaultMessagesCap: int(env, 'CLARION_DEFAULT_MESSAGES_CAP', 1_000_000, 0),
     logRetentionDays: int(env, 'CLARION_LOG_RETENTION_DAYS', 30, 1),
     ...telephonySettings(env, (message) => new ConfigError(message)),

@@ -107,6 +107,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
       // pg-boss expires dead workers' locks during maintenance; run it as often as a lock can expire.
       maintenanceIntervalSeconds: Math.min(30, config.jobLockSeconds),
       busy: () => load.busy(),
+      busyShare: config.busyWorkerPercent / 100,
       ...overrides.queue,
     }),
   };

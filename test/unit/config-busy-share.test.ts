@@ -1,0 +1,18 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+
+describe('CLARION_BUSY_WORKER_PERCENT', () => {
+  const base = { CLARION_DATA_DIR: '/tmp/clarion-config-test' };
+
+  it('defaults to 5 and accepts 1 to 100', () => {
+    expect(loadConfig(base).busyWorkerPercent).toBe(5);
+    expect(loadConfig({ ...base, CLARION_BUSY_WORKER_PERCENT: '100' }).busyWorkerPercent).toBe(100);
+    expect(loadConfig({ ...base, CLARION_BUSY_WORKER_PERCENT: '1' }).busyWorkerPercent).toBe(1);
+  });
+
+  it('refuses a value outside 1 to 100, or not a whole number', () => {
+    for (const value of ['0', '101', '7.5', 'lots']) {
+      expect(() => loadConfig({ ...base, CLARION_BUSY_WORKER_PERCENT: value }), value).toThrow(/CLARION_BUSY_WORKER_PERCENT/);
+    }
+  });
+});
