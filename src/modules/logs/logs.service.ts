@@ -15,6 +15,7 @@ export const MAX_QUERY_RESULTS = 5000;
 export const LOG_QUERY_JOB = 'logs.query';
 /** How long a log query waits for sends accepted before it to leave the intake journal (SQLite). */
 const INTAKE_WAIT_MS = 10_000;
+const INTAKE_RECENT_MS = 10 * 60_000;
 export const LOG_STATUSES = ['scheduled', 'canceled', 'processing', 'failed', 'sent', 'delivered', 'skipped'] as const;
 
 export interface LogQueryInput {
@@ -115,14 +116,16 @@ export class LogsService {
   }
 
   /**
-   * On SQLite, waits (up to INTAKE_WAIT_MS) until the sends accepted before the query started
-   * are ingested, so a query includes every send answered 202 before it.
+   * On SQLite, waits (up to INTAKE_WAIT_MS) until the sends accepted in the INTAKE_RECENT_MS
+   * before the query started are ingested, so a query includes the sends answered 202 just
+   * before it. Older chunks (an ingestion that failed for good) do not hold queries up.
    */
   private async awaitIntake(queryCreatedAt: string): Promise<void> {
     if (this.deps.storage.dialect !== 'sqlite') return;
     const intake = new SendIntakeRepository(this.deps.db);
+    const from = new Date(new Date(queryCreatedAt).getTime() - INTAKE_RECENT_MS).toISOString();
     const deadline = performance.now() + INTAKE_WAIT_MS;
-    while ((await intake.anyPendingSince(queryCreatedAt)) && performance.now() < deadline) {
+    while ((await intake.anyPendingBetween(from, queryCreatedAt)) && performance.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }

@@ -35,9 +35,9 @@ export class SendIntakeRepository {
     return rows.flatMap((r) => parseMessages(r.messages)).filter((m) => m.account_id === accountId && wanted.has(m.tracking_id));
   }
 
-  /** Whether a chunk accepted at or before `at` is still waiting to be ingested. */
-  async anyPendingSince(at: string): Promise<boolean> {
-    const row = await this.db.selectFrom('send_intake').select('seq').where('created_at', '<=', at).limit(1).executeTakeFirst();
+  /** Whether a chunk accepted from `from` to `to` (ISO times, inclusive) is still waiting to be ingested. */
+  async anyPendingBetween(from: string, to: string): Promise<boolean> {
+    const row = await this.db.selectFrom('send_intake').select('seq').where('created_at', '>=', from).where('created_at', '<=', to).limit(1).executeTakeFirst();
     return row !== undefined;
   }
 }
