@@ -3,6 +3,7 @@ import { AppError, invalid, notFound } from '../../errors.js';
 import type { Queue } from '../../queue/port.js';
 import type { AuthContext } from '../auth/auth.service.js';
 import { LOG_CHANNELS } from '../sending/channels.js';
+import { acceptedSendsByIds } from '../sending/accepted-sends.js';
 import { MessagesRepository } from '../sending/messages.repository.js';
 import { SendIntakeRepository } from '../sending/send-intake.repository.js';
 import type { MessageRow } from '../sending/sending.tables.js';
@@ -48,23 +49,8 @@ export class LogsService {
     if (ids.length > MAX_TRACKING_IDS) {
       throw new AppError('TOO_MANY_TRACKING_IDS', `At most ${MAX_TRACKING_IDS} tracking ids per request; got ${ids.length}.`, 'Split the lookup, or use POST /logs/query.');
     }
-    const rows = (await this.messagesByIds(auth.accountId, ids)).filter((m) => auth.envId === null || m.env_id === auth.envId);
+    const rows = (await acceptedSendsByIds(this.deps, auth.accountId, ids)).filter((m) => auth.envId === null || m.env_id === auth.envId);
     return this.records(rows);
-  }
-
-  /**
-   * Stored messages, and on SQLite sends still waiting in the intake journal (accepted, not yet
-   * ingested). A send ingested between the two reads is written to messages before it leaves the
-   * journal, so the last read finds it.
-   */
-  private async messagesByIds(accountId: string, ids: string[]): Promise<MessageRow[]> {
-    const stored = await this.messages.messagesByIds(accountId, ids);
-    if (this.deps.storage.dialect !== 'sqlite' || stored.length === ids.length) return stored;
-    const found = new Set(stored.map((m) => m.tracking_id));
-    const pending = await new SendIntakeRepository(this.deps.db).pendingByIds(accountId, ids.filter((id) => !found.has(id)));
-    for (const m of pending) found.add(m.tracking_id);
-    const moved = await this.messages.messagesByIds(accountId, ids.filter((id) => !found.has(id)));
-    return [...stored, ...pending, ...moved].sort((a, b) => (a.received_at < b.received_at ? 1 : a.received_at > b.received_at ? -1 : 0));
   }
 
   async startQuery(auth: AuthContext, input: LogQueryInput): Promise<string> {

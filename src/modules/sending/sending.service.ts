@@ -9,7 +9,7 @@ import { parseRecipient } from '../users/users.service.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
 import { MessagesRepository } from './messages.repository.js';
-import { SendIntakeRepository } from './send-intake.repository.js';
+import { acceptedSendsByIds } from './accepted-sends.js';
 import type { SendBody, SendResponse } from './sending.schemas.js';
 import { type SendIntake, createIntake } from './intake.js';
 import type { MessageRow } from './sending.tables.js';
@@ -206,15 +206,9 @@ export class SendingService {
   }
 
   private async scheduled(ctx: SendContext, trackingId: string): Promise<MessageRow> {
-    const message = await new MessagesRepository(this.deps.db).findMessage(ctx.envId, trackingId);
-    if (!message) {
-      // An immediate send still in the SQLite intake journal is queued, not missing.
-      const pending = this.deps.storage.dialect === 'sqlite' ? await new SendIntakeRepository(this.deps.db).pendingByIds(ctx.accountId, [trackingId]) : [];
-      if (pending.some((m) => m.env_id === ctx.envId)) {
-        throw new AppError('CONFLICT', 'This send is queued, not scheduled.', 'Only sends with a future schedule can be changed or canceled.');
-      }
-      throw notFound('Scheduled send', trackingId);
-    }
+    // A send still in the SQLite intake journal is found too, as queued (not scheduled: 409).
+    const message = (await acceptedSendsByIds(this.deps, ctx.accountId, [trackingId])).find((m) => m.env_id === ctx.envId);
+    if (!message) throw notFound('Scheduled send', trackingId);
     if (message.state !== 'scheduled') {
       throw new AppError('CONFLICT', `This send is ${message.state}, not scheduled.`, 'Only sends with a future schedule can be changed or canceled.');
     }
