@@ -1,4 +1,5 @@
 import type { Deps } from '../../src/deps.js';
+import { parseMessages } from '../../src/modules/sending/send-intake.repository.js';
 
 /**
  * Accepted sends matching `where` (message columns): message rows, plus on SQLite the sends still
@@ -11,7 +12,7 @@ export async function countAcceptedSends(deps: Deps, where: Record<string, strin
   if (deps.storage.dialect !== 'sqlite') return stored;
   const chunks = (await deps.db.selectFrom('send_intake' as never).select('messages' as never).execute()) as { messages: string }[];
   const pending = chunks
-    .flatMap((c) => JSON.parse(c.messages) as Record<string, unknown>[])
+    .flatMap((c) => parseMessages(c.messages) as unknown as Record<string, unknown>[])
     .filter((m) => Object.entries(where).every(([column, value]) => m[column] === value));
   return stored + pending.length;
 }

@@ -3,11 +3,10 @@ import type { Kysely } from 'kysely';
 import type { SqliteQueue } from '../../queue/sqlite-queue.js';
 import { autoCreatedTypeRow } from '../types/types.service.js';
 import type { UserRow } from '../users/users.repository.js';
-import { planRecipientUpsert } from '../users/users.service.js';
+import { planRecipientUpsert, recipientColumns } from '../users/users.service.js';
 import { Batcher, type Settled as SettledOf } from '../../storage/batcher.js';
 import { INGEST_CHUNK, INGEST_SENDS_JOB, type IntakeOutcome, type IntakeUnit, type SendIntake } from './intake.js';
-import { compactMessage } from './send-intake.repository.js';
-import type { MessageRow } from './sending.tables.js';
+import { journalChunk, journalEntry } from './send-intake.repository.js';
 
 type Settled = SettledOf<IntakeOutcome>;
 
@@ -47,6 +46,7 @@ class Rejected extends Error {
 export class SqliteIntake implements SendIntake {
   private readonly batcher: Batcher<IntakeUnit, IntakeOutcome>;
   private readonly statements = new Map<string, SQLite.Statement>();
+  private readonly probes = new Map<string, SQLite.Statement>();
   private readonly writeBatch: (units: IntakeUnit[]) => { settled: Settled[]; journaled: boolean };
 
   constructor(
@@ -58,8 +58,8 @@ export class SqliteIntake implements SendIntake {
     this.batcher = new Batcher((units) => this.commit(units), maxBatch);
     const inSavepoint = sqlite.transaction((write: () => void) => write());
     const batch = sqlite.transaction((units: IntakeUnit[]) => {
-      const usage = new Map<string, Usage>();
-      const journal: Partial<MessageRow>[] = [];
+      const usage: Usage[] = [];
+      const journal: string[] = [];
       const settled = units.map((unit): Settled => {
         const tally = this.usage(usage, unit);
         try {
@@ -72,8 +72,10 @@ export class SqliteIntake implements SendIntake {
           return error instanceof Rejected ? { ok: true, value: error.outcome } : { ok: false, error };
         }
       });
-      for (let i = 0; i < journal.length; i += INGEST_CHUNK) this.writeChunk(journal.slice(i, i + INGEST_CHUNK));
-      for (const tally of usage.values()) this.countUsage(tally);
+      // A chunk's time is its last send's; units are in arrival order, so the batch's last.
+      const createdAt = units[units.length - 1].now;
+      for (let i = 0; i < journal.length; i += INGEST_CHUNK) this.writeChunk(journal.slice(i, i + INGEST_CHUNK), createdAt);
+      for (const tally of usage) this.countUsage(tally);
       return { settled, journaled: journal.length > 0 };
     });
     // IMMEDIATE: the usage read at the start of the batch must not be overtaken by another
@@ -98,17 +100,19 @@ export class SqliteIntake implements SendIntake {
   }
 
   /**
-   * Checks and writes one send; returns its message row for the journal, or null when it was
-   * written directly (a scheduled send).
+   * Checks and writes one send; returns its journal entry, or null when it was written directly
+   * (a scheduled send).
    */
-  private accept(unit: IntakeUnit, usage: Usage, inSavepoint: (write: () => void) => void): Partial<MessageRow> | null {
+  private accept(unit: IntakeUnit, usage: Usage, inSavepoint: (write: () => void) => void): string | null {
     const { accountId, envId } = unit;
     const { userId, patch } = unit.recipient;
-    const current = this.statement('SELECT * FROM users WHERE account_id = ? AND env_id = ? AND id = ?').get(accountId, envId, userId) as
-      | UserRow
-      | undefined;
     // No concurrent write is possible here: this connection is SQLite's one writer for the batch.
-    const plan = planRecipientUpsert(current, accountId, envId, userId, patch, unit.now);
+    const stored = this.recipientProbe(patch).get(accountId, envId, userId) as UserRow | undefined;
+    let plan = planRecipientUpsert(stored, accountId, envId, userId, patch, unit.now);
+    if (plan.write === 'update') {
+      const current = this.statement('SELECT * FROM users WHERE account_id = ? AND env_id = ? AND id = ?').get(accountId, envId, userId) as UserRow;
+      plan = planRecipientUpsert(current, accountId, envId, userId, patch, unit.now);
+    }
     const journaled = unit.job.runAt === null;
     const checkCap = () => {
       if (usage.used + usage.counted >= unit.usage.cap) throw new Rejected('cap');
@@ -130,7 +134,18 @@ export class SqliteIntake implements SendIntake {
         }
       });
     }
-    return journaled ? compactMessage({ ...unit.message, user_email: plan.row.email, user_number: plan.row.number }) : null;
+    return journaled ? journalEntry(unit.message, plan.row.email, plan.row.number) : null;
+  }
+
+  /** The read of the recipient's columns that `patch` needs (recipientColumns), prepared once per patch shape. */
+  private recipientProbe(patch: IntakeUnit['recipient']['patch']): SQLite.Statement {
+    const columns = recipientColumns(patch);
+    let probe = this.probes.get(columns);
+    if (!probe) {
+      probe = this.sqlite.prepare(`SELECT ${columns} FROM users WHERE account_id = ? AND env_id = ? AND id = ?`);
+      this.probes.set(columns, probe);
+    }
+    return probe;
   }
 
   private claimIdempotencyKey(unit: IntakeUnit): void {
@@ -143,9 +158,8 @@ export class SqliteIntake implements SendIntake {
   }
 
   /** One chunk of journaled sends and the job that ingests it. */
-  private writeChunk(messages: Partial<MessageRow>[]): void {
-    const createdAt = messages[messages.length - 1].received_at;
-    const { lastInsertRowid } = this.statement('INSERT INTO send_intake (messages, created_at) VALUES (?, ?)').run(JSON.stringify(messages), createdAt);
+  private writeChunk(entries: string[], createdAt: string): void {
+    const { lastInsertRowid } = this.statement('INSERT INTO send_intake (messages, created_at) VALUES (?, ?)').run(journalChunk(entries), createdAt);
     this.queue.enqueueSync(this.sqlite, INGEST_SENDS_JOB, { seq: Number(lastInsertRowid) });
   }
 
@@ -154,15 +168,15 @@ export class SqliteIntake implements SendIntake {
    * connection is the one writer until it commits) and what the batch has counted since. Written
    * once per account at the end of the batch instead of once per send.
    */
-  private usage(tallies: Map<string, Usage>, unit: IntakeUnit): Usage {
-    const key = `${unit.accountId}\u0000${unit.usage.cycleStart}`;
-    let tally = tallies.get(key);
+  private usage(tallies: Usage[], unit: IntakeUnit): Usage {
+    // A batch holds few accounts: a scan is cheaper than building a key per send.
+    let tally = tallies.find((t) => t.accountId === unit.accountId && t.cycleStart === unit.usage.cycleStart);
     if (!tally) {
       const row = this.statement('SELECT messages FROM usage_counters WHERE account_id = ? AND cycle_start = ?').get(unit.accountId, unit.usage.cycleStart) as
         | { messages: number }
         | undefined;
       tally = { accountId: unit.accountId, cycleStart: unit.usage.cycleStart, used: row?.messages ?? 0, counted: 0 };
-      tallies.set(key, tally);
+      tallies.push(tally);
     }
     return tally;
   }

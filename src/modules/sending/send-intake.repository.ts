@@ -69,18 +69,72 @@ const MESSAGE_COLUMNS: (keyof MessageRow)[] = [
   'skipped',
 ];
 
-/** A chunk's rows with their null columns put back. */
-function parseMessages(json: string): MessageRow[] {
-  return (JSON.parse(json) as Partial<MessageRow>[]).map((partial) => {
-    const row = {} as Record<string, unknown>;
-    for (const column of MESSAGE_COLUMNS) row[column] = partial[column] ?? null;
-    return row as MessageRow;
-  });
+/**
+ * The columns a journaled send can carry, in the order of a chunk entry, the request last. A
+ * journaled send is an immediate one: state 'queued', no job, no schedule, not processed; every
+ * other column is null.
+ */
+const ENTRY_COLUMNS = [
+  'tracking_id',
+  'account_id',
+  'env_id',
+  'notification_id',
+  'user_id',
+  'user_email',
+  'user_number',
+  'template_id',
+  'sub_notification_id',
+  'ip',
+  'agent',
+  'received_at',
+  'request',
+] as const satisfies readonly (keyof MessageRow)[];
+const REQUEST_INDEX = ENTRY_COLUMNS.length - 1;
+
+/**
+ * One journaled send as chunk text: a positional JSON array with the request (already JSON)
+ * embedded as it is, and the recipient's stored email and number. Against message objects with
+ * the request as an escaped string this is about a third fewer bytes to commit, and no second
+ * escaping pass over the request on the hot path.
+ */
+export function journalEntry(message: MessageRow, userEmail: string | null, userNumber: string | null): string {
+  const head = JSON.stringify([
+    message.tracking_id,
+    message.account_id,
+    message.env_id,
+    message.notification_id,
+    message.user_id,
+    userEmail,
+    userNumber,
+    message.template_id,
+    message.sub_notification_id,
+    message.ip,
+    message.agent,
+    message.received_at,
+  ]);
+  return `${head.slice(0, -1)},${message.request}]`;
 }
 
-/** A message row without its null columns (most of a new message's): smaller chunks to write. */
-export function compactMessage(row: MessageRow): Partial<MessageRow> {
-  const compact: Record<string, unknown> = {};
-  for (const column of MESSAGE_COLUMNS) if (row[column] !== null) compact[column] = row[column];
-  return compact as Partial<MessageRow>;
+/** The text of a chunk of journalEntry texts. */
+export function journalChunk(entries: string[]): string {
+  return `[${entries.join(',')}]`;
+}
+
+/**
+ * A chunk's message rows. Entries are positional arrays (journalEntry); chunks written before
+ * that format hold message objects without their null columns, and still parse.
+ */
+export function parseMessages(json: string): MessageRow[] {
+  return (JSON.parse(json) as unknown[]).map((entry) => {
+    const row = {} as Record<string, unknown>;
+    if (Array.isArray(entry)) {
+      for (const column of MESSAGE_COLUMNS) row[column] = null;
+      ENTRY_COLUMNS.forEach((column, i) => (row[column] = i === REQUEST_INDEX ? JSON.stringify(entry[i]) : entry[i]));
+      row.state = 'queued';
+    } else {
+      const partial = entry as Partial<MessageRow>;
+      for (const column of MESSAGE_COLUMNS) row[column] = partial[column] ?? null;
+    }
+    return row as MessageRow;
+  });
 }

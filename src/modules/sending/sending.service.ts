@@ -64,7 +64,8 @@ export function parseSchedule(schedule: string | undefined, now: Date): Date | n
 export class SendingService {
   private readonly intake: SendIntake;
   private readonly accounts = new Map<string, { row: AccountRow; until: number; cycle?: { day: number; start: string } }>();
-  private readonly knownTypes = new Map<string, number>();
+  /** Environment id -> notification type -> until when it is known to exist (ms). */
+  private readonly knownTypes = new Map<string, Map<string, number>>();
   constructor(
     private readonly deps: Deps,
     private readonly queue: Queue,
@@ -98,12 +99,12 @@ export class SendingService {
 
     const trackingId = this.deps.ids.uuid();
     const response: SendResponse = { trackingId, messages };
-    const typeKey = `${ctx.envId}\u0000${send.type}`;
-    const typeKnown = (this.knownTypes.get(typeKey) ?? 0) > now.getTime();
+    const receivedAt = now.toISOString();
+    const typeKnown = (this.knownTypes.get(ctx.envId)?.get(send.type) ?? 0) > now.getTime();
     const outcome = await this.intake.write({
       accountId: ctx.accountId,
       envId: ctx.envId,
-      now: now.toISOString(),
+      now: receivedAt,
       idempotency: ctx.idempotencyKey
         ? {
             env_id: ctx.envId,
@@ -111,7 +112,7 @@ export class SendingService {
             request_hash: requestHash!,
             tracking_id: trackingId,
             response: JSON.stringify(response),
-            created_at: now.toISOString(),
+            created_at: receivedAt,
           }
         : null,
       usage: { cycleStart: cycle, cap: account.messages_cap },
@@ -133,7 +134,7 @@ export class SendingService {
         job_id: null,
         ip: ctx.ip ?? null,
         agent: ctx.agent ?? null,
-        received_at: now.toISOString(),
+        received_at: receivedAt,
         processed_at: null,
         scheduled_for: runAt?.toISOString() ?? null,
         schedule_updated_at: null,
@@ -157,10 +158,7 @@ export class SendingService {
         'Wait for the next cycle, or raise messagesCap (CLARION_DEFAULT_MESSAGES_CAP for new accounts).',
       );
     }
-    if (!typeKnown) {
-      if (this.knownTypes.size > 10_000) this.knownTypes.clear();
-      this.knownTypes.set(typeKey, now.getTime() + CACHE_MS);
-    }
+    if (!typeKnown) this.rememberType(ctx.envId, send.type, now.getTime() + CACHE_MS);
     return response;
   }
 
@@ -213,6 +211,16 @@ export class SendingService {
       throw new AppError('CONFLICT', `This send is ${message.state}, not scheduled.`, 'Only sends with a future schedule can be changed or canceled.');
     }
     return message;
+  }
+
+  private rememberType(envId: string, type: string, until: number): void {
+    let types = this.knownTypes.get(envId);
+    if (!types || types.size > 10_000) {
+      if (this.knownTypes.size > 10_000) this.knownTypes.clear();
+      types = new Map();
+      this.knownTypes.set(envId, types);
+    }
+    types.set(type, until);
   }
 
   /** currentCycleStart, computed once per cached account and UTC day (a cycle turns only at midnight UTC). */
