@@ -40,6 +40,38 @@ describe('ApiLoad', () => {
     expect(load.busy(450)).toBe(true);
   });
 
+  it('stays busy through a single window with time to spare, and lets go after three in a row', () => {
+    let utilization = 1;
+    const load = new ApiLoad(() => utilization);
+    let t = 0;
+    const windowOfRequests = () => {
+      for (let i = 0; i < 50; i++) load.requestReceived(t + i * 2);
+      t += 100;
+    };
+    windowOfRequests();
+    windowOfRequests();
+    expect(load.busy(t)).toBe(true);
+    // Dips under 0.9, each followed by a saturated window: still busy throughout.
+    for (let dip = 0; dip < 3; dip++) {
+      utilization = 0.86;
+      windowOfRequests();
+      windowOfRequests();
+      expect(load.busy(t)).toBe(true);
+      utilization = 1;
+      windowOfRequests();
+      windowOfRequests();
+      expect(load.busy(t)).toBe(true);
+    }
+    // Time to spare for three windows in a row: the workers may take it.
+    utilization = 0.6;
+    windowOfRequests();
+    windowOfRequests();
+    expect(load.busy(t)).toBe(true);
+    windowOfRequests();
+    windowOfRequests();
+    expect(load.busy(t)).toBe(false);
+  });
+
   it('measures the event loop with eventLoopMeter: near 1 while it is kept busy', () => {
     const meter = eventLoopMeter();
     const began = performance.now();
