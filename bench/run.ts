@@ -8,8 +8,10 @@ import Database from 'better-sqlite3';
 import { type LoadResult, ROOT, freePort, load, start, stop, waitForStatus } from './lib.js';
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 12);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 16);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8);
+/** Unmeasured load before each round, so a process just resumed is measured at its steady state. */
+const RAMP_SECONDS = 0.5;
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 2000);
 
 const SEND_BODY = {
@@ -20,11 +22,21 @@ const SEND_BODY = {
 };
 
 const fmt = (n: number, digits = 1) => n.toFixed(digits);
+const median = (xs: number[]) => {
+  const sorted = [...xs].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+const percents = (ratios: number[]) => ratios.map((r) => fmt(r * 100, 0)).join(' ');
+
+/** How long the drain after the load is watched: long enough for a steady rate, short enough for the bench. */
+const DRAIN_WATCH_MS = 30_000;
 
 /**
- * Reads the server's SQLite file (WAL allows a reader beside the writer) until all `total`
- * accepted sends are processed. Sends still in the intake journal have no message row yet, so
- * the total comes from the load generator's 2xx count.
+ * Reads the server's SQLite file (WAL allows a reader beside the writer) while the workers
+ * process the backlog left by the load: until all `total` accepted sends are processed, or for
+ * DRAIN_WATCH_MS. Sends still in the intake journal have no message row yet, so the total comes
+ * from the load generator's 2xx count.
  */
 async function drainBacklog(file: string, total: number) {
   const db = new Database(file, { readonly: true });
@@ -32,19 +44,22 @@ async function drainBacklog(file: string, total: number) {
   const doneAtEnd = processed();
   const started = performance.now();
   let done = doneAtEnd;
-  while (done < total && performance.now() - started < 300_000) {
+  while (done < total && performance.now() - started < DRAIN_WATCH_MS) {
     await new Promise((r) => setTimeout(r, 100));
     done = processed();
   }
   db.close();
   const seconds = (performance.now() - started) / 1000;
-  return { total, doneAtEnd, drainSeconds: seconds, drainRate: (done - doneAtEnd) / Math.max(seconds, 0.001) };
+  const drainRate = (done - doneAtEnd) / Math.max(seconds, 0.001);
+  return { total, doneAtEnd, drainRate, secondsLeft: (total - doneAtEnd) / Math.max(drainRate, 1) };
 }
 
 /** One load run per round on each side, in turns; the side not being measured is frozen (SIGSTOP). */
 interface Paired {
   /** Median over rounds of Clarion's rate divided by the bare route's rate in the same round. */
   ratio: number;
+  /** Each round's ratio, in order. */
+  ratios: number[];
   bare: LoadResult;
   clarion: LoadResult;
   /** 2xx answers of Clarion over all rounds. */
@@ -53,11 +68,12 @@ interface Paired {
 
 /**
  * Measures `clarion` against `bare` in ROUNDS alternating runs of SECONDS / ROUNDS each (after
- * an unmeasured second of ramp). The
- * machine's speed drifts by tens of percent over a minute (shared host), so a ratio of two runs
- * taken 30 s apart says little; a ratio per round, a few seconds apart, is far steadier. The
- * process not being loaded is stopped with SIGSTOP so that nothing of it (Clarion's workers
- * draining their backlog, say) runs during the other's turn.
+ * an unmeasured ramp). The machine's speed drifts by tens of percent within seconds (shared
+ * host: the bare route alone gave 13,000 to 31,000 req/s in rounds a few seconds apart), so a
+ * ratio of two runs taken 30 s apart says little; a ratio per round, seconds apart, is
+ * steadier, and the median of eight rounds steadier than of four. The process not being loaded
+ * is stopped with SIGSTOP so that nothing of it (Clarion's workers draining their backlog, say)
+ * runs during the other's turn.
  */
 async function paired(bare: { url: string; child: ChildProcess }, clarion: { url: string; child: ChildProcess; headers: Record<string, string> }): Promise<Paired> {
   const seconds = Math.max(1, Math.round(SECONDS / ROUNDS));
@@ -66,17 +82,16 @@ async function paired(bare: { url: string; child: ChildProcess }, clarion: { url
   for (let round = 0; round < ROUNDS; round++) {
     clarion.child.kill('SIGSTOP');
     bare.child.kill('SIGCONT');
-    await load(bare.url, SEND_BODY, {}, CONNECTIONS, 1); // ramp, not measured
+    await load(bare.url, SEND_BODY, {}, CONNECTIONS, RAMP_SECONDS); // ramp, not measured
     bares.push(await load(bare.url, SEND_BODY, {}, CONNECTIONS, seconds));
     bare.child.kill('SIGSTOP');
     clarion.child.kill('SIGCONT');
     // Not measured: the process had no requests while stopped, so its workers ran at full
     // concurrency until it sees the load again (ApiLoad); the rounds measure the steady state.
-    await load(clarion.url, SEND_BODY, clarion.headers, CONNECTIONS, 1);
+    await load(clarion.url, SEND_BODY, clarion.headers, CONNECTIONS, RAMP_SECONDS);
     ours.push(await load(clarion.url, SEND_BODY, clarion.headers, CONNECTIONS, seconds));
   }
   bare.child.kill('SIGCONT');
-  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
   const summary = (runs: LoadResult[]): LoadResult => ({
     requestsPerSecond: median(runs.map((r) => r.requestsPerSecond)),
     p50Ms: median(runs.map((r) => r.p50Ms)),
@@ -86,8 +101,10 @@ async function paired(bare: { url: string; child: ChildProcess }, clarion: { url
     errors: runs.reduce((n, r) => n + r.errors, 0),
     accepted: runs.reduce((n, r) => n + r.accepted, 0),
   });
+  const ratios = ours.map((r, i) => r.requestsPerSecond / bares[i].requestsPerSecond);
   return {
-    ratio: median(ours.map((r, i) => r.requestsPerSecond / bares[i].requestsPerSecond)),
+    ratio: median(ratios),
+    ratios,
     bare: summary(bares),
     clarion: summary(ours),
     accepted: ours.reduce((n, r) => n + r.accepted, 0),
@@ -142,11 +159,12 @@ async function main() {
   console.log(`  bare Fastify route, same validation : ${fmt(bare.requestsPerSecond, 0)} req/s  p50 ${bare.p50Ms} ms  p99 ${bare.p99Ms} ms (median round)`);
   console.log(`  Clarion                             : ${fmt(clarion.requestsPerSecond, 0)} req/s  p50 ${clarion.p50Ms} ms  p99 ${clarion.p99Ms} ms (worst round)`);
   console.log(`  ratio ${fmt(embedded.ratio * 100)}% of the bare route, median of the rounds' ratios (target >= 50%), p99 ${clarion.p99Ms} ms (target < 50 ms)`);
+  console.log(`  rounds' ratios (%): ${percents(embedded.ratios)}`);
   console.log(
-    `  in-app delivered by the same process: ${backlog.doneAtEnd} of ${backlog.total} accepted sends (warm-up included) by the end of the load (workers give way to a busy API), the rest in ${fmt(backlog.drainSeconds)} s after (${fmt(backlog.drainRate, 0)} msg/s)`,
+    `  in-app delivered by the same process: ${backlog.doneAtEnd} of ${backlog.total} accepted sends (warm-up included) by the end of the load (workers give way to a busy API), then ${fmt(backlog.drainRate, 0)} msg/s once it stopped (all in about ${fmt(backlog.secondsLeft, 0)} s)`,
   );
   console.log(
-    `  API process alone (CLARION_ROLE=api): ${fmt(apiOnly.clarion.requestsPerSecond, 0)} req/s  p50 ${apiOnly.clarion.p50Ms} ms  p99 ${apiOnly.clarion.p99Ms} ms (${fmt(apiOnly.ratio * 100)}% of the bare route's ${fmt(apiOnly.bare.requestsPerSecond, 0)} in its rounds)`,
+    `  API process alone (CLARION_ROLE=api): ${fmt(apiOnly.clarion.requestsPerSecond, 0)} req/s  p50 ${apiOnly.clarion.p50Ms} ms  p99 ${apiOnly.clarion.p99Ms} ms (${fmt(apiOnly.ratio * 100)}% of the bare route's ${fmt(apiOnly.bare.requestsPerSecond, 0)} in its rounds; rounds: ${percents(apiOnly.ratios)})`,
   );
 
   const raw = await rawNodemailer(EMAILS);
