@@ -86,3 +86,36 @@ describe.each(STORAGE_KINDS)('accepted sends before and during ingestion (%s)', 
     expect(await countAcceptedSends(t.deps, { notification_id: 'journal_twice' })).toBe(20);
   });
 });
+
+describe('intake journal lookups (sqlite)', () => {
+  let t: TestContext;
+  beforeEach(async () => {
+    t = await createTestContext('sqlite');
+  });
+  afterEach(async () => {
+    await t.close();
+  });
+
+  it('finds a pending send by reading only the chunks whose id range holds it, through the indexes', async () => {
+    const sqlite = t.deps.storage.sqlite!;
+    const sent: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'lookup', to: { id: `l-${i}` }, inapp: { title: `#${i}` } } });
+      sent.push(res.json().trackingId);
+    }
+    const ranges = sqlite.prepare('SELECT first_id, last_id FROM send_intake ORDER BY seq').all() as { first_id: string; last_id: string }[];
+    expect(ranges.length).toBeGreaterThan(0);
+    for (const id of sent) expect(ranges.some((r) => r.first_id <= id && id <= r.last_id)).toBe(true);
+    // A chunk whose range holds none of them, though its text names one, and which cannot even
+    // be parsed: never read (a scan of the chunks' text would pick it and fail).
+    sqlite
+      .prepare('INSERT INTO send_intake (messages, created_at, first_id, last_id) VALUES (?, ?, ?, ?)')
+      .run(`not json ${sent[0]}`, new Date().toISOString(), 'ffffffff-0000', 'ffffffff-ffff');
+    const logs = (await t.app.inject({ method: 'GET', url: `/logs/${sent.join(',')}`, headers: t.auth })).json().logs as { trackingId: string }[];
+    expect(logs.map((l) => l.trackingId).sort()).toEqual([...sent].sort());
+
+    const plan = (query: string) => (sqlite.prepare(`EXPLAIN QUERY PLAN ${query}`).all() as { detail: string }[]).map((r) => r.detail).join('; ');
+    expect(plan("SELECT seq FROM send_intake WHERE last_id >= 'a' AND first_id <= 'a'")).toMatch(/COVERING INDEX send_intake_id_range/);
+    expect(plan("SELECT seq FROM send_intake WHERE created_at >= 'a' AND created_at <= 'b' LIMIT 1")).toMatch(/COVERING INDEX send_intake_created/);
+  });
+});

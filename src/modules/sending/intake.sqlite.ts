@@ -60,12 +60,16 @@ export class SqliteIntake implements SendIntake {
     const batch = sqlite.transaction((units: IntakeUnit[]) => {
       const usage: Usage[] = [];
       const journal: string[] = [];
+      const journalIds: string[] = [];
       const settled = units.map((unit): Settled => {
         const tally = this.usage(usage, unit);
         try {
           const message = this.accept(unit, tally, inSavepoint);
           tally.counted++;
-          if (message) journal.push(message);
+          if (message) {
+            journal.push(message);
+            journalIds.push(unit.message.tracking_id);
+          }
           return { ok: true, value: 'ok' };
         } catch (error) {
           // A savepoint, if the unit had one, rolled back this unit alone.
@@ -74,7 +78,9 @@ export class SqliteIntake implements SendIntake {
       });
       // A chunk's time is its last send's; units are in arrival order, so the batch's last.
       const createdAt = units[units.length - 1].now;
-      for (let i = 0; i < journal.length; i += INGEST_CHUNK) this.writeChunk(journal.slice(i, i + INGEST_CHUNK), createdAt);
+      for (let i = 0; i < journal.length; i += INGEST_CHUNK) {
+        this.writeChunk(journal.slice(i, i + INGEST_CHUNK), journalIds.slice(i, i + INGEST_CHUNK), createdAt);
+      }
       for (const tally of usage) this.countUsage(tally);
       return { settled, journaled: journal.length > 0 };
     });
@@ -158,8 +164,19 @@ export class SqliteIntake implements SendIntake {
   }
 
   /** One chunk of journaled sends and the job that ingests it. */
-  private writeChunk(entries: string[], createdAt: string): void {
-    const { lastInsertRowid } = this.statement('INSERT INTO send_intake (messages, created_at) VALUES (?, ?)').run(journalChunk(entries), createdAt);
+  private writeChunk(entries: string[], trackingIds: string[], createdAt: string): void {
+    let first = trackingIds[0];
+    let last = first;
+    for (const id of trackingIds) {
+      if (id < first) first = id;
+      if (id > last) last = id;
+    }
+    const { lastInsertRowid } = this.statement('INSERT INTO send_intake (messages, created_at, first_id, last_id) VALUES (?, ?, ?, ?)').run(
+      journalChunk(entries),
+      createdAt,
+      first,
+      last,
+    );
     this.queue.enqueueSync(this.sqlite, INGEST_SENDS_JOB, { seq: Number(lastInsertRowid) });
   }
 

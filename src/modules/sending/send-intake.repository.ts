@@ -23,16 +23,22 @@ export class SendIntakeRepository {
     await this.db.deleteFrom('send_intake').where('seq', '=', seq).execute();
   }
 
-  /** Pending sends of an account among `trackingIds` (a scan of the pending chunks, which the workers keep short). */
+  /**
+   * Pending sends of an account among `trackingIds`: only the chunks whose id range holds one of
+   * them are read (index send_intake_id_range), plus any written before ranges were recorded.
+   */
   async pendingByIds(accountId: string, trackingIds: string[]): Promise<MessageRow[]> {
     if (trackingIds.length === 0) return [];
-    const rows = await this.db
-      .selectFrom('send_intake')
-      .select('messages')
-      .where((eb) => eb.or(trackingIds.map((id) => eb(eb.fn('instr', ['messages', eb.val(id)]), '>', 0))))
-      .execute();
+    const seqs = new Set<number>();
+    for (const id of trackingIds) {
+      const rows = await this.db.selectFrom('send_intake').select('seq').where('last_id', '>=', id).where('first_id', '<=', id).execute();
+      for (const row of rows) seqs.add(row.seq);
+    }
+    for (const row of await this.db.selectFrom('send_intake').select('seq').where('last_id', 'is', null).execute()) seqs.add(row.seq);
+    if (seqs.size === 0) return [];
+    const chunks = await this.db.selectFrom('send_intake').select('messages').where('seq', 'in', [...seqs]).execute();
     const wanted = new Set(trackingIds);
-    return rows.flatMap((r) => parseMessages(r.messages)).filter((m) => m.account_id === accountId && wanted.has(m.tracking_id));
+    return chunks.flatMap((c) => parseMessages(c.messages)).filter((m) => m.account_id === accountId && wanted.has(m.tracking_id));
   }
 
   /** Whether a chunk accepted from `from` to `to` (ISO times, inclusive) is still waiting to be ingested. */

@@ -107,9 +107,12 @@ export type ProviderEventsTable = {
 /** SQLite only: accepted sends not yet ingested into messages (see SqliteIntake). */
 export type SendIntakeTable = {
   seq: number;
-  /** JSON array of message rows (null columns left out). */
+  /** JSON array of journal entries (see journalEntry). */
   messages: string;
   created_at: string;
+  /** Lowest and highest tracking id in the chunk; null in chunks written before 0065. */
+  first_id: string | null;
+  last_id: string | null;
 };
 
 export type SendingTables = {
