@@ -128,6 +128,15 @@ describe.each(STORAGE_KINDS)('authentication (%s)', (kind) => {
     });
   });
 
+  it('refuses a key at once after its revocation, though a request just used it', async () => {
+    const created = (await t.app.inject({ method: 'POST', url: '/keys', headers: t.auth, payload: { name: 'used, then revoked' } })).json();
+    const headers = { authorization: `Bearer ${created.key}` };
+    expect((await t.app.inject({ method: 'GET', url: '/account', headers })).statusCode).toBe(200);
+    expect((await t.app.inject({ method: 'GET', url: '/account', headers: { authorization: `bearer  ${created.key}` } })).statusCode).toBe(200);
+    expect((await t.app.inject({ method: 'DELETE', url: `/keys/${created.id}`, headers: t.auth })).statusCode).toBe(200);
+    expect401(await t.app.inject({ method: 'GET', url: '/account', headers }));
+  });
+
   it('lets an API key only act in its own environment', async () => {
     const second = (await t.app.inject({ method: 'POST', url: '/environments', headers: t.auth, payload: { title: 'Second' } })).json();
     const res = await t.app.inject({ method: 'GET', url: `/keys?envId=${second.clientId}`, headers: t.auth });

@@ -46,6 +46,22 @@ export class AuthService {
     this.environments = new EnvironmentsRepository(deps.db);
   }
 
+  /**
+   * authenticate's answer without waiting, when it needs nothing but this process's memory: an
+   * API key resolved in the last API_KEY_CACHE_MS, and no other envId asked for. Otherwise
+   * undefined, and the caller awaits authenticate. Every request with an API key comes here
+   * first: a promise chain per request was a measurable share of POST /send.
+   */
+  cachedApiKey(authorization: string | undefined, envIdParam: string | undefined): AuthContext | undefined {
+    if (authorization === undefined || !/^bearer /i.test(authorization)) return undefined;
+    const credential = authorization.slice(7).trim();
+    if (!credential.startsWith(API_KEY_PREFIX)) return undefined;
+    const cached = apiKeyCaches.get(this.deps.db)?.get(credential);
+    if (!cached || cached.until <= Date.now()) return undefined;
+    if (envIdParam !== undefined && envIdParam !== '' && envIdParam !== cached.auth.envId) return undefined;
+    return { ...cached.auth };
+  }
+
   async authenticate(authorization: string | undefined, envIdParam: string | undefined): Promise<AuthContext> {
     if (!authorization) throw unauthorized('Missing Authorization header.');
     const space = authorization.indexOf(' ');
