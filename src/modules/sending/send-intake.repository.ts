@@ -96,6 +96,8 @@ const ENTRY_COLUMNS = [
   'request',
 ] as const satisfies readonly (keyof MessageRow)[];
 const REQUEST_INDEX = ENTRY_COLUMNS.length - 1;
+const EMAIL_INDEX = ENTRY_COLUMNS.indexOf('user_email');
+const NUMBER_INDEX = ENTRY_COLUMNS.indexOf('user_number');
 
 /**
  * One journaled send as chunk text: a positional JSON array with the request (already JSON)
@@ -104,21 +106,12 @@ const REQUEST_INDEX = ENTRY_COLUMNS.length - 1;
  * escaping pass over the request on the hot path.
  */
 export function journalEntry(message: MessageRow, userEmail: string | null, userNumber: string | null): string {
-  const head = JSON.stringify([
-    message.tracking_id,
-    message.account_id,
-    message.env_id,
-    message.notification_id,
-    message.user_id,
-    userEmail,
-    userNumber,
-    message.template_id,
-    message.sub_notification_id,
-    message.ip,
-    message.agent,
-    message.received_at,
-  ]);
-  return `${head.slice(0, -1)},${message.request}]`;
+  const head: unknown[] = new Array(REQUEST_INDEX);
+  for (let i = 0; i < REQUEST_INDEX; i++) head[i] = message[ENTRY_COLUMNS[i]];
+  head[EMAIL_INDEX] = userEmail;
+  head[NUMBER_INDEX] = userNumber;
+  const text = JSON.stringify(head);
+  return `${text.slice(0, -1)},${message.request}]`;
 }
 
 /** The text of a chunk of journalEntry texts. */
