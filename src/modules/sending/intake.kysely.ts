@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Deps } from '../../deps.js';
 import type { Queue } from '../../queue/port.js';
 import type { CoreTables } from '../../storage/schema.js';
@@ -16,8 +16,11 @@ class Rejected extends Error {
   }
 }
 
-/** The batch's usage did not fit an account's cap: the batch is redone send by send. */
-class BatchOverCap extends Error {}
+/**
+ * The batch cannot commit as a whole: an account's usage did not fit its cap, or one send failed
+ * (a refused merge, a database error). The batch is rolled back and redone send by send.
+ */
+class RedoAlone extends Error {}
 
 type Settled = SettledOf<IntakeOutcome>;
 
@@ -25,8 +28,9 @@ const MAX_BATCH = 32;
 
 /**
  * The intake through the repositories (PostgreSQL), as group commits: the sends that arrive
- * while a batch commits form the next batch, one transaction with a savepoint per send, so one
- * rejected send rolls back alone. Measured reasons for the rest (issue 3 note):
+ * while a batch commits form the next batch, in one transaction; a send that fails makes the
+ * batch redo each send alone, so it fails alone (writeBatch). Measured reasons for the rest
+ * (issue 3 note):
  * - several lanes run batches at once on pooled connections: each statement is a round trip,
  *   and one lane left the server mostly idle;
  * - usage is counted once per account at the end of the batch, so the counter row (which every
@@ -56,37 +60,42 @@ export class KyselyIntake implements SendIntake {
     try {
       return await this.writeBatch(units);
     } catch (error) {
-      if (!(error instanceof BatchOverCap)) throw error;
+      if (!(error instanceof RedoAlone)) throw error;
       const settled: Settled[] = [];
       for (const unit of units) settled.push(await this.writeAlone(unit).then((value): Settled => ({ ok: true, value }), (err: unknown): Settled => ({ ok: false, error: err })));
       return settled;
     }
   }
 
-  /** One batch in one transaction; rejects with BatchOverCap when an account's usage does not fit. */
+  /**
+   * One batch in one transaction, without a savepoint per send: they were two of the five or so
+   * round trips a send costs. A send refused by its Idempotency-Key has written nothing when it
+   * is refused; any other failure rejects with RedoAlone, so the batch is rolled back and each
+   * send is written in a transaction of its own, where it fails alone (rare: a refused merge).
+   */
   private async writeBatch(units: IntakeUnit[]): Promise<Settled[]> {
     return this.deps.db.transaction().execute(async (trx) => {
       const settled: Settled[] = [];
       const usage = new Map<string, { unit: IntakeUnit; count: number }>();
       for (const unit of units) {
-        await sql`savepoint intake_unit`.execute(trx);
         try {
           await this.writeIn(trx, unit);
-          await sql`release savepoint intake_unit`.execute(trx);
-          settled.push({ ok: true, value: 'ok' });
-          const key = `${unit.accountId}\u0000${unit.usage.cycleStart}`;
-          const entry = usage.get(key);
-          if (entry) entry.count++;
-          else usage.set(key, { unit, count: 1 });
         } catch (error) {
-          await sql`rollback to savepoint intake_unit`.execute(trx);
-          await sql`release savepoint intake_unit`.execute(trx);
-          settled.push(error instanceof Rejected ? { ok: true, value: error.outcome } : { ok: false, error });
+          if (error instanceof Rejected) {
+            settled.push({ ok: true, value: error.outcome });
+            continue;
+          }
+          throw new RedoAlone();
         }
+        settled.push({ ok: true, value: 'ok' });
+        const key = `${unit.accountId}\u0000${unit.usage.cycleStart}`;
+        const entry = usage.get(key);
+        if (entry) entry.count++;
+        else usage.set(key, { unit, count: 1 });
       }
       const counter = new UsageRepository(trx);
       for (const { unit, count } of usage.values()) {
-        if (!(await counter.tryCount(unit.accountId, unit.usage.cycleStart, unit.usage.cap, count))) throw new BatchOverCap();
+        if (!(await counter.tryCount(unit.accountId, unit.usage.cycleStart, unit.usage.cap, count))) throw new RedoAlone();
       }
       return settled;
     });
@@ -106,6 +115,7 @@ export class KyselyIntake implements SendIntake {
     }
   }
 
+  /** Writes one send; when the Idempotency-Key is taken it rejects before writing anything. */
   private async writeIn(trx: Kysely<any>, unit: IntakeUnit): Promise<void> {
     if (unit.idempotency && !(await new IdempotencyRepository(trx).insert(unit.idempotency))) throw new Rejected('replay');
     const user = await this.users.upsertRecipient(unit.accountId, unit.envId, unit.recipient, trx as Kysely<CoreTables>);
