@@ -27,9 +27,14 @@ async function slowSink(delayMs: number) {
       );
     },
   });
+  // smtp-server reports a connection's socket errors on the server; the killed process resets
+  // its connections (ECONNRESET), which is the point of the test. Without a listener the
+  // EventEmitter would throw it as an uncaught exception.
+  const socketErrors: Error[] = [];
+  server.on('error', (err: Error) => socketErrors.push(err));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.server.address() as AddressInfo).port;
-  return { received, url: `smtp://127.0.0.1:${port}`, close: () => new Promise<void>((r) => server.close(() => r())) };
+  return { received, socketErrors, url: `smtp://127.0.0.1:${port}`, close: () => new Promise<void>((r) => server.close(() => r())) };
 }
 
 describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flight (%s)', (kind) => {
@@ -107,6 +112,8 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
       for (const [subject, ids] of bySubject) expect(ids.size, `${subject} kept one Message-ID`).toBe(1);
       // At-least-once: only what was in flight at the kill may arrive twice.
       expect(sink.received.length - N).toBeLessThanOrEqual(16);
+      // The sink saw no socket errors but the killed process's dropped connections.
+      for (const err of sink.socketErrors) expect((err as NodeJS.ErrnoException).code).toMatch(/^(ECONNRESET|EPIPE)$/);
 
       const logs = await fetch(`http://127.0.0.1:${port2}/logs/${accepted.slice(0, 25).join(',')}`, { headers: { authorization: `Bearer ${key}` } });
       const body = await logs.json();
