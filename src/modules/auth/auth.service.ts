@@ -56,10 +56,15 @@ export class AuthService {
     if (authorization === undefined || !/^bearer /i.test(authorization)) return undefined;
     const credential = authorization.slice(7).trim();
     if (!credential.startsWith(API_KEY_PREFIX)) return undefined;
-    const cached = apiKeyCaches.get(this.deps.db)?.get(credential);
-    if (!cached || cached.until <= Date.now()) return undefined;
-    if (envIdParam !== undefined && envIdParam !== '' && envIdParam !== cached.auth.envId) return undefined;
-    return { ...cached.auth };
+    const auth = this.cachedKey(credential);
+    if (!auth || (envIdParam !== undefined && envIdParam !== '' && envIdParam !== auth.envId)) return undefined;
+    return auth;
+  }
+
+  /** A copy of the context of an API key resolved in the last API_KEY_CACHE_MS, else undefined. */
+  private cachedKey(key: string): AuthContext | undefined {
+    const cached = apiKeyCaches.get(this.deps.db)?.get(key);
+    return cached && cached.until > Date.now() ? { ...cached.auth } : undefined;
   }
 
   async authenticate(authorization: string | undefined, envIdParam: string | undefined): Promise<AuthContext> {
@@ -89,13 +94,13 @@ export class AuthService {
   }
 
   private async byApiKey(key: string): Promise<AuthContext> {
+    // Keyed by the key itself (held in this process's memory only, never logged): hashing it on
+    // every request was a measurable share of POST /send.
+    const cached = this.cachedKey(key);
+    if (cached) return cached;
     let cache = apiKeyCaches.get(this.deps.db);
     if (!cache) apiKeyCaches.set(this.deps.db, (cache = new Map()));
     const now = Date.now();
-    // Keyed by the key itself (held in this process's memory only, never logged): hashing it on
-    // every request was a measurable share of POST /send.
-    const cached = cache.get(key);
-    if (cached && cached.until > now) return { ...cached.auth };
     const row = await this.keys.findByHash(sha256Hex(key));
     if (!row) throw unauthorized('Unknown API key.');
     if (row.revoked) throw unauthorized('This API key has been revoked.');
