@@ -79,13 +79,6 @@ export async function buildApp(deps: Deps): Promise<App> {
     },
   });
 
-  // Document each route's credentials in OpenAPI from its auth mode.
-  app.addHook('onRoute', (route) => {
-    const mode = route.config?.auth ?? 'account';
-    if (mode === 'account') return;
-    route.schema = { ...route.schema, security: mode === 'none' ? [] : [{ inappUser: [] }] };
-  });
-
   // Workers in this process give way while the API is busy (see ApiLoad).
   app.addHook('onRequest', (_request, _reply, done) => {
     deps.load.requestReceived();

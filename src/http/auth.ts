@@ -1,6 +1,8 @@
 import type { AuthContext } from '../modules/auth/auth.service.js';
-import { AuthService } from '../modules/auth/auth.service.js';
+import { AuthService, environmentRequired } from '../modules/auth/auth.service.js';
 import type { Deps } from '../deps.js';
+import { AppError } from '../errors.js';
+import { type Permission, permissionOf, routeAuthOf } from './permissions.js';
 import type { App } from './types.js';
 
 declare module 'fastify' {
@@ -10,24 +12,65 @@ declare module 'fastify' {
   }
 }
 
+/** OpenAPI `security` of each permission; the server-credential ones use the document's default. */
+const SECURITY: Partial<Record<Permission, unknown[]>> = { public: [], 'end-user': [{ inappUser: [] }] };
+
+/**
+ * The one place where the permission matrix is enforced: every route gets its permission when it
+ * is added (a route the matrix does not list stops the server from starting), and every request
+ * to a route that takes server credentials is authenticated and checked against it here.
+ */
 export function installAuth(app: App, deps: Deps): AuthService {
   const service = new AuthService(deps);
   app.decorateRequest('auth', null as unknown as AuthContext);
+
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    const permission = permissionOf(methods[0]!, route.url);
+    for (const method of methods) {
+      if (permissionOf(method, route.url) !== permission) throw new Error(`Route ${route.url}: its methods need one permission each.`);
+    }
+    const auth = routeAuthOf(permission);
+    if (route.config?.auth !== undefined && route.config.auth !== auth) {
+      throw new Error(`Route ${methods.join(',')} ${route.url} declares auth "${route.config.auth}" but the permission matrix says ${permission}.`);
+    }
+    route.config = { ...route.config, auth, permission };
+    const security = SECURITY[permission];
+    const description = [route.schema?.description, `Permission: \`${permission}\` (README: Authentication).`].filter(Boolean).join('\n\n');
+    route.schema = { ...route.schema, description, 'x-permission': permission, ...(security ? { security } : {}) } as typeof route.schema;
+  });
+
   app.addHook('onRequest', (request, _reply, done) => {
-    const mode = request.routeOptions.config?.auth ?? 'account';
+    const config = request.routeOptions.config;
     // Unknown routes fall through to the 404 handler without asking for credentials.
-    if (mode !== 'account' || request.is404) return done();
+    if (config?.auth !== 'account' || request.is404) return done();
+    const permission = config.permission!;
     const envIdParam = (request.query as Record<string, unknown> | undefined)?.envId;
     const envId = typeof envIdParam === 'string' ? envIdParam : undefined;
     const cached = service.cachedApiKey(request.headers.authorization, envId);
     if (cached) {
       request.auth = cached;
-      return done();
+      return done(refusal(permission, cached));
     }
     service.authenticate(request.headers.authorization, envId).then((auth) => {
       request.auth = auth;
-      done();
+      done(refusal(permission, auth));
     }, done);
   });
   return service;
+}
+
+/** Why these credentials may not call a route with this permission, or undefined when they may. */
+function refusal(permission: Permission, auth: AuthContext): AppError | undefined {
+  if (permission === 'account' && auth.scope !== 'account') {
+    return new AppError(
+      'FORBIDDEN',
+      'This operation manages the account, and these credentials act only inside one environment.',
+      'Use an account-scope API key (the key `clarion init` prints, or POST /keys with scope "account") or an account JWT.',
+    );
+  }
+  if (permission === 'environment' && auth.envId === null) {
+    return environmentRequired();
+  }
+  return undefined;
 }

@@ -27,6 +27,8 @@ export type RouteAuth =
 
 declare module 'fastify' {
   interface FastifyContextConfig {
+    /** Set from the permission matrix (src/http/permissions.ts) when the route is added. */
     auth?: RouteAuth;
+    permission?: import('./permissions.js').Permission;
   }
 }

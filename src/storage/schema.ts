@@ -38,6 +38,8 @@ export interface ApiKeysTable {
   env_id: string;
   name: string;
   key_type: string;
+  /** `account` or `environment` (ApiKeyScope). */
+  scope: string;
   key_hash: string;
   display: string;
   revoked: number;

@@ -96,7 +96,7 @@ describe.each(STORAGE_KINDS)('authentication (%s)', (kind) => {
       expect(account.statusCode).toBe(200);
       expect(account.json().accountId).toBe(t.account.accountId);
 
-      const noEnv = await t.app.inject({ method: 'POST', url: '/keys', headers: bearer(token), payload: { name: 'k' } });
+      const noEnv = await t.app.inject({ method: 'GET', url: '/users', headers: bearer(token) });
       expect(noEnv.statusCode).toBe(400);
       expect(noEnv.json().error.code).toBe('ENVIRONMENT_REQUIRED');
       expect(noEnv.json().error.fix).toContain('envId');
@@ -104,6 +104,23 @@ describe.each(STORAGE_KINDS)('authentication (%s)', (kind) => {
       const withEnv = await t.app.inject({ method: 'POST', url: `/keys?envId=${t.account.clientId}`, headers: bearer(token), payload: { name: 'k' } });
       expect(withEnv.statusCode).toBe(200);
       expect(withEnv.json().environmentId).toBe(t.account.clientId);
+    });
+
+    it('refuses a token without an expiry, and one whose account no longer exists', async () => {
+      const { SignJWT } = await import('jose');
+      const iat = Math.floor(clock.now().getTime() / 1000);
+      const noExp = await new SignJWT({ acc: t.account.accountId })
+        .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+        .setSubject('ops')
+        .setIssuer('clarion')
+        .setAudience('clarion-api')
+        .setIssuedAt(iat)
+        .sign(t.deps.secrets.jwtKey);
+      expect401(await t.app.inject({ method: 'GET', url: '/account', headers: bearer(noExp) }));
+
+      const ghost = await signAccountToken(t.deps.secrets, { accountId: 'acc_that_never_existed', subject: 'ops' }, 600, clock.now());
+      expect401(await t.app.inject({ method: 'GET', url: '/account', headers: bearer(ghost) }));
+      expect401(await t.app.inject({ method: 'GET', url: `/users?envId=${t.account.clientId}`, headers: bearer(ghost) }));
     });
 
     it('refuses an envId of another account', async () => {
@@ -137,9 +154,21 @@ describe.each(STORAGE_KINDS)('authentication (%s)', (kind) => {
     expect401(await t.app.inject({ method: 'GET', url: '/account', headers }));
   });
 
-  it('lets an API key only act in its own environment', async () => {
+  it('lets an environment-scope key act only in its own environment, and an account-scope key in any of the account', async () => {
     const second = (await t.app.inject({ method: 'POST', url: '/environments', headers: t.auth, payload: { title: 'Second' } })).json();
-    const res = await t.app.inject({ method: 'GET', url: `/keys?envId=${second.clientId}`, headers: t.auth });
-    expect401(res);
+    const envKey = (await t.app.inject({ method: 'POST', url: '/keys', headers: t.auth, payload: { name: 'env only' } })).json();
+    expect(envKey.scope).toBe('environment');
+    const asEnvKey = { authorization: `Bearer ${envKey.key}` };
+    const refused = await t.app.inject({ method: 'GET', url: `/users?envId=${second.clientId}`, headers: asEnvKey });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json().error.code).toBe('FORBIDDEN');
+    expect((await t.app.inject({ method: 'GET', url: `/users?envId=${t.account.clientId}`, headers: asEnvKey })).statusCode).toBe(200);
+
+    // The bootstrap key is account scope: it acts in the second environment when asked to.
+    await t.app.inject({ method: 'POST', url: `/users/in-second?envId=${second.clientId}`, headers: t.auth, payload: { id: 'in-second' } });
+    const inSecond = await t.app.inject({ method: 'GET', url: `/users?envId=${second.clientId}`, headers: t.auth });
+    expect(inSecond.json().users.map((u: { id: string }) => u.id)).toEqual(['in-second']);
+    const inFirst = await t.app.inject({ method: 'GET', url: '/users', headers: t.auth });
+    expect(inFirst.json().users.map((u: { id: string }) => u.id)).not.toContain('in-second');
   });
 });

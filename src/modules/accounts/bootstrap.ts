@@ -13,7 +13,7 @@ export interface CreatedAccount {
   apiKey: string;
 }
 
-/** A new account with one environment and one API key, written in one transaction. */
+/** A new account with one environment and its account-scope API key, written in one transaction. */
 export async function createAccountWithEnvironment(
   deps: Deps,
   input: { name: string; environmentTitle?: string; creator?: string },
@@ -21,7 +21,7 @@ export async function createAccountWithEnvironment(
   const account = newAccountRow(deps, input.name, input.creator);
   const clientSecret = newClientSecret();
   const env = newEnvironmentRow(deps, account.id, input.environmentTitle ?? 'Development', clientSecret);
-  const { row: keyRow, key } = newApiKey(deps, account.id, env.client_id, 'bootstrap');
+  const { row: keyRow, key } = newApiKey(deps, account.id, env.client_id, 'bootstrap', 'account');
   await deps.db.transaction().execute(async (trx) => {
     await new AccountsRepository(trx).insert(account);
     await new EnvironmentsRepository(trx).insert(env);

@@ -1,9 +1,10 @@
 import type { Deps } from '../../deps.js';
 import { AppError } from '../../errors.js';
 import { safeEqual, sha256Hex } from '../../secrets.js';
+import { AccountsRepository } from '../accounts/accounts.repository.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
 import { KeysRepository } from '../keys/keys.repository.js';
-import { API_KEY_PREFIX } from '../keys/keys.service.js';
+import { API_KEY_PREFIX, type ApiKeyScope, scopeOf } from '../keys/keys.service.js';
 import { verifyAccountToken } from './jwt.js';
 
 /** Who is calling, resolved once per request. */
@@ -12,9 +13,16 @@ export interface AuthContext {
   /** The environment (its clientId) the call acts in; null for a JWT without `envId`. */
   envId: string | null;
   via: 'apiKey' | 'basic' | 'jwt';
+  /**
+   * `account`: may manage the account and act in any of its environments (account-scope API
+   * keys, JWTs); `environment`: acts only in `envId` (environment-scope keys, Basic credentials).
+   */
+  scope: ApiKeyScope;
   keyId?: string;
   subject?: string;
 }
+
+const forbidden = (message: string, fix: string) => new AppError('FORBIDDEN', message, fix);
 
 const unauthorized = (message: string) =>
   new AppError('UNAUTHORIZED', message, 'Send "Authorization: Bearer <API key>", Basic clientId:clientSecret, or a token from `clarion token`.');
@@ -39,11 +47,13 @@ export function forgetApiKeys(db: object): void {
 export class AuthService {
   private readonly keys: KeysRepository;
   private readonly environments: EnvironmentsRepository;
+  private readonly accounts: AccountsRepository;
   private readonly lastTouched = new Map<string, number>();
 
   constructor(private readonly deps: Deps) {
     this.keys = new KeysRepository(deps.db);
     this.environments = new EnvironmentsRepository(deps.db);
+    this.accounts = new AccountsRepository(deps.db);
   }
 
   /**
@@ -80,15 +90,16 @@ export class AuthService {
     else if (scheme === 'basic') auth = await this.byClientCredentials(credential);
     else throw unauthorized(`Unsupported Authorization scheme "${scheme}".`);
 
-    if (envIdParam !== undefined && envIdParam !== '') {
-      if (auth.envId !== null && auth.envId !== envIdParam) {
-        throw unauthorized('These credentials belong to another environment than the requested envId.');
+    if (envIdParam !== undefined && envIdParam !== '' && envIdParam !== auth.envId) {
+      if (auth.scope !== 'account') {
+        throw forbidden(
+          'These credentials act only in their own environment, not in the requested envId.',
+          'Use a key of that environment, or an account-scope API key (POST /keys with scope "account").',
+        );
       }
-      if (auth.envId === null) {
-        const env = await this.environments.find(auth.accountId, envIdParam);
-        if (!env) throw unauthorized(`Environment "${envIdParam}" does not belong to this account.`);
-        auth.envId = envIdParam;
-      }
+      const env = await this.environments.find(auth.accountId, envIdParam);
+      if (!env) throw unauthorized(`Environment "${envIdParam}" does not belong to this account.`);
+      auth.envId = envIdParam;
     }
     return auth;
   }
@@ -105,7 +116,7 @@ export class AuthService {
     if (!row) throw unauthorized('Unknown API key.');
     if (row.revoked) throw unauthorized('This API key has been revoked.');
     this.touch(row.id);
-    const auth: AuthContext = { accountId: row.account_id, envId: row.env_id, via: 'apiKey', keyId: row.id };
+    const auth: AuthContext = { accountId: row.account_id, envId: row.env_id, via: 'apiKey', scope: scopeOf(row), keyId: row.id };
     if (cache.size >= API_KEY_CACHE_MAX) cache.clear();
     cache.set(key, { auth, until: now + API_KEY_CACHE_MS });
     return { ...auth };
@@ -114,7 +125,9 @@ export class AuthService {
   private async byJwt(token: string): Promise<AuthContext> {
     const claims = await verifyAccountToken(this.deps.secrets, token, this.deps.clock.now());
     if (!claims) throw unauthorized('Invalid or expired token.');
-    return { accountId: claims.accountId, envId: null, via: 'jwt', subject: claims.subject };
+    // A token outlives nothing it names: one for a deleted account is no credential.
+    if (!(await this.accounts.find(claims.accountId))) throw unauthorized('The account of this token does not exist.');
+    return { accountId: claims.accountId, envId: null, via: 'jwt', scope: 'account', subject: claims.subject };
   }
 
   private async byClientCredentials(encoded: string): Promise<AuthContext> {
@@ -127,7 +140,7 @@ export class AuthService {
     if (!env || !safeEqual(this.deps.secrets.decrypt(env.client_secret_enc), secret)) {
       throw unauthorized('Unknown clientId or wrong clientSecret.');
     }
-    return { accountId: env.account_id, envId: env.client_id, via: 'basic' };
+    return { accountId: env.account_id, envId: env.client_id, via: 'basic', scope: 'environment' };
   }
 
   private touch(keyId: string): void {
@@ -139,10 +152,11 @@ export class AuthService {
   }
 }
 
+export const environmentRequired = () =>
+  new AppError('ENVIRONMENT_REQUIRED', 'This operation acts in an environment, and none was selected.', 'Add ?envId=<clientId> to the URL (required when authenticating with a JWT).');
+
 /** The environment an operation acts in; a JWT caller must name it with `envId`. */
 export function requireEnv(auth: AuthContext): string {
-  if (!auth.envId) {
-    throw new AppError('ENVIRONMENT_REQUIRED', 'This operation acts in an environment, and none was selected.', 'Add ?envId=<clientId> to the URL (required when authenticating with a JWT).');
-  }
+  if (!auth.envId) throw environmentRequired();
   return auth.envId;
 }

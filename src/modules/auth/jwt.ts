@@ -31,6 +31,8 @@ export async function verifyAccountToken(secrets: Secrets, token: string, now = 
       audience: AUDIENCE,
       algorithms: ['HS256'],
       currentDate: now,
+      // A token without an expiry would be a credential forever.
+      requiredClaims: ['exp', 'sub'],
     });
     if (typeof payload.acc !== 'string' || typeof payload.sub !== 'string') return null;
     return { accountId: payload.acc, subject: payload.sub };

@@ -4,10 +4,15 @@ import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { KeysService } from './keys.service.js';
 
+const ScopeSchema = Type.Union([Type.Literal('account'), Type.Literal('environment')], {
+  description: '`account`: manages every environment, its keys and settings; `environment`: acts only inside its own environment',
+});
+
 const KeyView = Type.Object({
   id: Type.String(),
   key: Type.String({ description: 'masked; the full key is shown only at creation' }),
   keyType: Type.Literal('secret'),
+  scope: ScopeSchema,
   environmentId: Type.String(),
   accountId: Type.String(),
   name: Type.String(),
@@ -31,17 +36,19 @@ export function keyRoutes(app: App, deps: Deps): void {
     {
       schema: {
         tags,
-        summary: 'Create an API key (shown once)',
+        summary: 'Create an API key (shown once); `scope` defaults to environment',
         body: Type.Object({
           name: Type.String({ minLength: 1, maxLength: 200 }),
           keyType: Type.Optional(Type.String()),
-          environmentId: Type.Optional(Type.String()),
+          environmentId: Type.Optional(Type.String({ maxLength: 64 })),
+          scope: Type.Optional(ScopeSchema),
         }),
         response: withErrors({
           200: Type.Object({
             id: Type.String(),
             key: Type.String(),
             keyType: Type.Literal('secret'),
+            scope: ScopeSchema,
             environmentId: Type.String(),
             name: Type.String(),
             createdAt: Type.String(),

@@ -8,11 +8,19 @@ import { type ApiKeyRow, KeysRepository } from './keys.repository.js';
 /** Every secret key starts with this, so leaked keys are recognisable by secret scanners. */
 export const API_KEY_PREFIX = 'clarion_sk_';
 
+/**
+ * `account`: manages every environment of the account, its keys and settings, and acts in its own
+ * environment or the one named by `?envId=`. `environment`: acts only inside its own environment.
+ */
+export type ApiKeyScope = 'account' | 'environment';
+export const API_KEY_SCOPES: readonly ApiKeyScope[] = ['account', 'environment'];
+
 export interface ApiKeyView {
   id: string;
   /** Masked: the full key is shown only once, at creation. */
   key: string;
   keyType: 'secret';
+  scope: ApiKeyScope;
   environmentId: string;
   accountId: string;
   name: string;
@@ -25,12 +33,19 @@ export interface CreatedApiKey {
   id: string;
   key: string;
   keyType: 'secret';
+  scope: ApiKeyScope;
   environmentId: string;
   name: string;
   createdAt: string;
 }
 
-export function newApiKey(deps: Pick<Deps, 'clock' | 'ids'>, accountId: string, envId: string, name: string): { row: ApiKeyRow; key: string } {
+export function newApiKey(
+  deps: Pick<Deps, 'clock' | 'ids'>,
+  accountId: string,
+  envId: string,
+  name: string,
+  scope: ApiKeyScope,
+): { row: ApiKeyRow; key: string } {
   const key = API_KEY_PREFIX + randomToken(32);
   const row: ApiKeyRow = {
     id: deps.ids.uuid(),
@@ -38,6 +53,7 @@ export function newApiKey(deps: Pick<Deps, 'clock' | 'ids'>, accountId: string, 
     env_id: envId,
     name,
     key_type: 'secret',
+    scope,
     key_hash: sha256Hex(key),
     display: `${key.slice(0, API_KEY_PREFIX.length + 4)}...${key.slice(-4)}`,
     revoked: 0,
@@ -47,11 +63,14 @@ export function newApiKey(deps: Pick<Deps, 'clock' | 'ids'>, accountId: string, 
   return { row, key };
 }
 
+export const scopeOf = (row: Pick<ApiKeyRow, 'scope'>): ApiKeyScope => (row.scope === 'account' ? 'account' : 'environment');
+
 function toView(row: ApiKeyRow): ApiKeyView {
   return {
     id: row.id,
     key: row.display,
     keyType: 'secret',
+    scope: scopeOf(row),
     environmentId: row.env_id,
     accountId: row.account_id,
     name: row.name,
@@ -71,7 +90,12 @@ export class KeysService {
     return (await this.repo.listByAccount(accountId)).map(toView);
   }
 
-  async create(accountId: string, input: { name: string; keyType?: string; environmentId?: string }, callerEnvId: string | null): Promise<CreatedApiKey> {
+  /** Only account-scope callers reach this (permission matrix: POST /keys is `account`). */
+  async create(
+    accountId: string,
+    input: { name: string; keyType?: string; environmentId?: string; scope?: ApiKeyScope },
+    callerEnvId: string | null,
+  ): Promise<CreatedApiKey> {
     if (input.keyType && input.keyType !== 'secret') {
       throw invalid(`keyType "${input.keyType}" is not supported by this server.`, 'Create a "secret" key; in-app clients authenticate with clientId and user hash instead.');
     }
@@ -81,9 +105,10 @@ export class KeysService {
     }
     const env = await new EnvironmentsRepository(this.deps.db).find(accountId, envId);
     if (!env) throw notFound('Environment', envId, 'List your environments with GET /environments.');
-    const { row, key } = newApiKey(this.deps, accountId, envId, input.name);
+    const scope = input.scope ?? 'environment';
+    const { row, key } = newApiKey(this.deps, accountId, envId, input.name, scope);
     await this.repo.insert(row);
-    return { id: row.id, key, keyType: 'secret', environmentId: envId, name: row.name, createdAt: row.created_at };
+    return { id: row.id, key, keyType: 'secret', scope, environmentId: envId, name: row.name, createdAt: row.created_at };
   }
 
   async revoke(accountId: string, keyId: string): Promise<void> {

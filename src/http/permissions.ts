@@ -1,0 +1,139 @@
+import type { RouteAuth } from './types.js';
+
+/**
+ * Who may call an operation (README: Authentication, permission matrix).
+ *
+ * - `public`: no credentials (health, OpenAPI, metrics, provider callbacks and the development
+ *   carrier's Twilio-protocol REST API, which check their own signatures or credentials).
+ * - `end-user`: in-app end users (Basic clientId:userId[:userHash]); the in-app routes also take
+ *   server credentials acting for a named user, under the `environment` rules.
+ * - `environment`: acts inside one environment. An environment-scope API key and Basic
+ *   clientId:clientSecret act in their own environment only; an account-scope API key acts in its
+ *   own environment or the one named by `?envId=`; a JWT needs `?envId=`.
+ * - `account-read`: reads what the whole account shares (its plan and usage, its phone numbers):
+ *   any credential of the account.
+ * - `account`: manages the account, its environments and keys: an account-scope API key or a JWT.
+ */
+export type Permission = 'public' | 'end-user' | 'environment' | 'account-read' | 'account';
+
+/**
+ * Every route of the server, keyed `METHOD path` with Fastify's `:param` syntax. A route missing
+ * here fails at startup (see permissionOf), so a new route cannot skip the matrix.
+ */
+export const PERMISSIONS: Readonly<Record<string, Permission>> = {
+  // System
+  'GET /status': 'public',
+  'GET /metrics': 'public',
+  'GET /openapi.json': 'public',
+
+  // Account, environments, keys
+  'GET /account': 'account-read',
+  'POST /account': 'account',
+  'PATCH /account': 'account',
+  'GET /environments': 'account',
+  'POST /environments': 'account',
+  'PATCH /environments/:clientId': 'account',
+  'GET /keys': 'account',
+  'POST /keys': 'account',
+  'DELETE /keys/:keyId': 'account',
+
+  // Users
+  'POST /users/:userId': 'environment',
+  'GET /users/:userId': 'environment',
+  'DELETE /users/:userId': 'environment',
+  'GET /users': 'environment',
+  'DELETE /user_suppression/:userId/channel/:channel': 'environment',
+
+  // Email outbox and SMTP settings
+  'GET /outbox': 'environment',
+  'GET /outbox/:id': 'environment',
+  'GET /outbox/:id/raw': 'environment',
+  'GET /settings/email/smtp': 'environment',
+  'PUT /settings/email/smtp': 'environment',
+  'DELETE /settings/email/smtp': 'environment',
+
+  // Notification types, components, templates
+  'GET /types': 'environment',
+  'POST /types': 'environment',
+  'GET /types/:notificationId': 'environment',
+  'PATCH /types/:notificationId': 'environment',
+  'DELETE /types/:notificationId': 'environment',
+  'GET /components': 'environment',
+  'POST /components': 'environment',
+  'GET /components/:componentId': 'environment',
+  'PATCH /components/:componentId': 'environment',
+  'DELETE /components/:componentId': 'environment',
+  'GET /notifications/:notificationId/:channel/templates': 'environment',
+  'POST /notifications/:notificationId/:channel/templates': 'environment',
+  'PATCH /notifications/:notificationId/:channel/templates/default-selection': 'environment',
+  'GET /notifications/:notificationId/:channel/templates/:templateId': 'environment',
+  'PATCH /notifications/:notificationId/:channel/templates/:templateId': 'environment',
+  'DELETE /notifications/:notificationId/:channel/templates/:templateId': 'environment',
+
+  // In-app end users (and their websocket)
+  'GET /user/inapp': 'end-user',
+  'PATCH /user/inapp': 'end-user',
+  'GET /user/inapp/unread': 'end-user',
+  'PATCH /user/inapp/unread': 'end-user',
+  'GET /:clientId/users/:userId/notifications/INAPP_WEB': 'end-user',
+  'PATCH /:clientId/users/:userId/notifications/INAPP_WEB': 'end-user',
+  'GET /:clientId/users/:userId/notifications/INAPP_WEB/unread': 'end-user',
+  'PATCH /:clientId/users/:userId/notifications/INAPP_WEB/unread': 'end-user',
+  'GET /': 'end-user',
+  'GET /ws': 'end-user',
+  'GET /users/account-metadata': 'end-user',
+  'GET /:clientId/users/:userId/account_metadata': 'end-user',
+
+  // Sending and logs
+  'POST /send': 'environment',
+  'POST /:clientId/sender': 'environment',
+  'PUT /sender/scheduler/:trackingId': 'environment',
+  'DELETE /sender/scheduler/:trackingId': 'environment',
+  'GET /logs/retention': 'environment',
+  'GET /logs/query/:queryId': 'environment',
+  'GET /logs/:trackingIds': 'environment',
+  'POST /logs/bulk': 'environment',
+  'POST /logs/query': 'environment',
+
+  // Telephony: the account's numbers, carrier callbacks, the development carrier
+  'GET /numbers/list': 'account-read',
+  'POST /numbers/order': 'account',
+  'POST /telephony/twilio/sms-status': 'public',
+  'POST /telephony/twilio/call-status': 'public',
+  'POST /telephony/twilio/inbound': 'public',
+  'POST /dev-carrier/2010-04-01/Accounts/:accountSid/Messages.json': 'public',
+  'POST /dev-carrier/2010-04-01/Accounts/:accountSid/Calls.json': 'public',
+  'GET /dev-carrier/2010-04-01/Accounts/:accountSid/Messages/:resource': 'public',
+  'GET /dev-carrier/2010-04-01/Accounts/:accountSid/Calls/:resource': 'public',
+  'GET /dev-carrier/messages': 'environment',
+  'GET /dev-carrier/calls': 'environment',
+  'POST /dev-carrier/inbound': 'environment',
+
+  // Push and Slack settings
+  'GET /settings/push/web': 'environment',
+  'GET /settings/push/apn': 'environment',
+  'PUT /settings/push/apn': 'environment',
+  'DELETE /settings/push/apn': 'environment',
+  'GET /settings/push/fcm': 'environment',
+  'PUT /settings/push/fcm': 'environment',
+  'DELETE /settings/push/fcm': 'environment',
+  'GET /settings/slack': 'environment',
+  'PUT /settings/slack': 'environment',
+  'DELETE /settings/slack': 'environment',
+};
+
+/** How a route with this permission authenticates its caller. */
+export function routeAuthOf(permission: Permission): RouteAuth {
+  return permission === 'public' ? 'none' : permission === 'end-user' ? 'inapp' : 'account';
+}
+
+/**
+ * The permission of a route (HEAD routes are their GET's). Throws for a route the matrix does
+ * not list: the server refuses to start rather than serve it with no rule.
+ */
+export function permissionOf(method: string, url: string): Permission {
+  const key = `${method === 'HEAD' ? 'GET' : method} ${url.length > 1 ? url.replace(/\/$/, '') : url}`;
+  const permission = PERMISSIONS[key];
+  if (!permission) throw new Error(`Route "${key}" is not in the permission matrix (src/http/permissions.ts).`);
+  return permission;
+}
