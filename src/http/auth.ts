@@ -45,8 +45,7 @@ export function installAuth(app: App, deps: Deps): AuthService {
     // Unknown routes fall through to the 404 handler without asking for credentials.
     if (config?.auth !== 'account' || request.is404) return done();
     const permission = config.permission!;
-    const envIdParam = (request.query as Record<string, unknown> | undefined)?.envId;
-    const envId = typeof envIdParam === 'string' ? envIdParam : undefined;
+    const envId = selectedEnvironment(request.params, request.query, permission);
     const cached = service.cachedApiKey(request.headers.authorization, envId);
     if (cached) {
       request.auth = cached;
@@ -58,6 +57,17 @@ export function installAuth(app: App, deps: Deps): AuthService {
     }, done);
   });
   return service;
+}
+
+/**
+ * The environment the caller names: `?envId=`, or for an environment operation whose path starts
+ * with the environment (the older `/{clientId}/sender`), that path segment.
+ */
+function selectedEnvironment(params: unknown, query: unknown, permission: Permission): string | undefined {
+  const pathClientId = (params as Record<string, unknown> | undefined)?.clientId;
+  if (permission === 'environment' && typeof pathClientId === 'string') return pathClientId;
+  const envId = (query as Record<string, unknown> | undefined)?.envId;
+  return typeof envId === 'string' ? envId : undefined;
 }
 
 /** Why these credentials may not call a route with this permission, or undefined when they may. */

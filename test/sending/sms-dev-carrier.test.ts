@@ -141,6 +141,30 @@ describe.each(STORAGE_KINDS)('SMS end to end through the local development carri
     expect(await settled(restored, 'sms_delivered_at')).toMatchObject({ sms_routing: 'SEND' });
   });
 
+  it('applies a STOP only in the environment of the last send to that number, whoever simulates it', async () => {
+    const number = '+14155550133';
+    const second = (await t.app.inject({ method: 'POST', url: '/environments', headers: t.auth, payload: { title: 'Second' } })).json();
+    const secondKey = (await t.app.inject({ method: 'POST', url: '/keys', headers: t.auth, payload: { name: 'second', environmentId: second.clientId } })).json();
+    const asSecond = { authorization: `Bearer ${secondKey.key}` };
+    // The same person is a user of both environments; only the first has sent them anything.
+    expect((await t.app.inject({ method: 'POST', url: '/users/twin', headers: asSecond, payload: { id: 'twin', number } })).statusCode).toBe(200);
+    await settled(await sent({ type: 'promo', to: { id: 'twin', number }, sms: { message: 'Sale' } }), 'sms_delivered_at');
+
+    // The second environment's key simulates the STOP (the carrier is the account's).
+    const stop = await t.app.inject({ method: 'POST', url: '/dev-carrier/inbound', headers: asSecond, payload: { from: number, text: 'STOP' } });
+    expect(stop.json().webhook.status).toBe(200);
+    const routing = async (headers: Record<string, string>) => {
+      const res = await t.app.inject({ method: 'POST', url: '/send', headers, payload: { type: 'promo', to: { id: 'twin' }, sms: { message: 'Hi' } } });
+      const trackingId = res.json().trackingId;
+      return eventually(async () => {
+        const rec = (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers })).json().logs[0];
+        return rec?.sms_routing ? `${rec.sms_routing} ${rec.sms_routing_reason ?? ''}`.trim() : undefined;
+      }, 15_000, 'routing');
+    };
+    expect(await routing(t.auth)).toBe('SKIP USER_SUPPRESSED');
+    expect(await routing(asSecond)).toBe('SEND');
+  });
+
   it('answers an inbound message once with the auto-reply of the last send', async () => {
     const user = { id: 'replier', number: '+14155550128' };
     const trackingId = await sent({ type: 'survey', to: user, parameters: { name: 'Ada' }, sms: { message: 'How was it?', autoReply: { message: 'Thanks {{ name }} 🙏' } } });

@@ -147,15 +147,22 @@ export class TelephonyCallbacks {
 
     const keyword = text.trim().replace(/[.!]+$/, '').toUpperCase();
     if (STOP_KEYWORDS.has(keyword) || START_KEYWORDS.has(keyword)) {
+      // A number is the account's, but what the user stops is what they got from it: the
+      // environment of the last send to them from this number. Without one, there is nothing
+      // here to stop (the carrier itself blocks the pair after a STOP).
+      if (!last) {
+        this.deps.logger.info({ keyword }, 'inbound STOP/START from a number never sent to from this number; no environment to apply it to');
+        return;
+      }
       const stop = STOP_KEYWORDS.has(keyword);
-      for (const user of await this.repo.usersWithNumber(accountId, from)) {
+      for (const user of await this.repo.usersWithNumber(accountId, last.env_id, from)) {
         if (stop) {
-          await this.users.setSuppression(accountId, user.env_id, user.id, 'SMS', {
+          await this.users.setSuppression(accountId, last.env_id, user.id, 'SMS', {
             reason: 'Unsubscribed',
             details: { keyword, from, to, messageSid: field(params, 'MessageSid') ?? null },
           });
         } else {
-          await this.users.clearSuppression(accountId, user.env_id, user.id, 'SMS');
+          await this.users.clearSuppression(accountId, last.env_id, user.id, 'SMS');
         }
       }
       return;

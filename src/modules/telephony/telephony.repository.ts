@@ -126,9 +126,15 @@ export class TelephonyRepository {
     await this.db.updateTable('sms_sends').set({ reply_message_id: sid }).where('delivery_id', '=', deliveryId).execute();
   }
 
-  /** Users of an account (every environment) with this phone number, for STOP/START. */
-  usersWithNumber(accountId: string, number: string): Promise<{ env_id: string; id: string }[]> {
-    return this.db.selectFrom('users').select(['env_id', 'id']).where('account_id', '=', accountId).where('number', '=', number).execute();
+  /** Users of one environment with this phone number, for STOP/START. */
+  usersWithNumber(accountId: string, envId: string, number: string): Promise<{ id: string }[]> {
+    return this.db
+      .selectFrom('users')
+      .select('id')
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('number', '=', number)
+      .execute();
   }
 
   /** Merges log fields into a delivery's `extra` (inbound replies), without touching its status. */
