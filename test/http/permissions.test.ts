@@ -7,9 +7,9 @@ import { eventually } from '../helpers/wait.js';
 
 /**
  * The permission matrix (README: Authentication), walked over every operation of /openapi.json
- * (this also covers cross-account isolation: the stranger account B)
  * with every kind of identity. Account A has environments E1 (where the data lives) and E2;
- * account B is a stranger. An operation the matrix does not list fails the test.
+ * account B is a stranger (so this is also the cross-account isolation test). An operation the
+ * matrix does not list fails the test.
  */
 
 type Outcome =
