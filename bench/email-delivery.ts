@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import nodemailer from 'nodemailer';
 import { SMTPServer } from 'smtp-server';
-import { ROOT, freePort, start, stop } from './lib.js';
+import { CLARION_LOG_LEVEL, ROOT, freePort, start, stop } from './lib.js';
 
 /** An SMTP sink that records when each message finished arriving. */
 async function sink() {
@@ -86,7 +86,7 @@ export async function clarionDelivery(n: number): Promise<number> {
     await stop(api.child);
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), 'worker'], {
       cwd: ROOT,
-      env: { ...process.env, ...env, LOG_LEVEL: 'warn' },
+      env: { ...process.env, ...env, LOG_LEVEL: CLARION_LOG_LEVEL },
       stdio: 'ignore',
     });
     await s.waitFor(n);

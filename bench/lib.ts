@@ -6,11 +6,18 @@ export const ROOT = path.resolve(import.meta.dirname, '..');
 
 export { freePort } from '../test/helpers/process.js';
 
+/**
+ * Clarion's log level in the benchmarks: LOG_LEVEL of the bench's environment, else the
+ * server's default (`info`, what users run). `LOG_LEVEL=warn npm run bench` measures without
+ * request logs.
+ */
+export const CLARION_LOG_LEVEL = process.env.LOG_LEVEL ?? 'info';
+
 /** Starts a TypeScript entry point in its own process and resolves once `ready` is printed. */
 export function start(entry: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<{ child: ChildProcess; out: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, entry), ...args], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   return new Promise((resolve, reject) => {
@@ -18,7 +25,12 @@ export function start(entry: string, args: string[], env: NodeJS.ProcessEnv, rea
     let err = '';
     child.stdout!.on('data', (d) => {
       out += d;
-      if (ready.test(out)) resolve({ child, out });
+      if (ready.test(out)) {
+        // Past the banner, the log lines are drained unread, as a log collector on stdout would.
+        child.stdout!.removeAllListeners('data');
+        child.stdout!.resume();
+        resolve({ child, out });
+      }
     });
     child.stderr!.on('data', (d) => (err += d));
     child.on('exit', (code) => reject(new Error(`${entry} exited ${code}: ${err}`)));

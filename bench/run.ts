@@ -5,7 +5,7 @@ import path from 'node:path';
 import { clarionDelivery, rawNodemailer } from './email-delivery.js';
 import { type ChildProcess, spawn } from 'node:child_process';
 import Database from 'better-sqlite3';
-import { type LoadResult, ROOT, freePort, load, start, stop, waitForStatus } from './lib.js';
+import { CLARION_LOG_LEVEL, type LoadResult, ROOT, freePort, load, start, stop, waitForStatus } from './lib.js';
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 16);
@@ -135,7 +135,7 @@ async function acceptance() {
     const apiPort = await freePort();
     const api = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), 'serve'], {
       cwd: ROOT,
-      env: { ...process.env, CLARION_DATA_DIR: dataDir, PORT: String(apiPort), DATABASE_URL: '', CLARION_ROLE: 'api', LOG_LEVEL: 'warn' },
+      env: { ...process.env, CLARION_DATA_DIR: dataDir, PORT: String(apiPort), DATABASE_URL: '', CLARION_ROLE: 'api', LOG_LEVEL: CLARION_LOG_LEVEL },
       stdio: 'ignore',
     });
     await waitForStatus(`http://127.0.0.1:${apiPort}`);
@@ -150,7 +150,7 @@ async function acceptance() {
 }
 
 async function main() {
-  console.log(`Clarion benchmarks on ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}`);
+  console.log(`Clarion benchmarks on ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}, Clarion at LOG_LEVEL=${CLARION_LOG_LEVEL}`);
 
   const { embedded, apiOnly, backlog } = await acceptance();
   const { bare, clarion } = embedded;
