@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LogsRepository } from '../../src/modules/logs/logs.repository.js';
-import { LOG_QUERY_JOB } from '../../src/modules/logs/logs.service.js';
-import { type TestContext, createTestContext } from '../helpers/context.js';
+import { LOG_QUERY_JOB, QUERY_DEADLINE_MS } from '../../src/modules/logs/logs.service.js';
+import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -175,5 +175,26 @@ describe.each(STORAGE_KINDS)('log lookups and queries hold their bounds (%s)', (
     const cross = await result(mine, '', second);
     expect([cross.statusCode, cross.json().error.code]).toEqual([404, 'NOT_FOUND']);
     expect((await result(theirs)).statusCode).toBe(404);
+  });
+});
+
+describe.each(STORAGE_KINDS)('a log query no worker finishes (%s)', (kind) => {
+  it('answers Running until its deadline, then Failed', async () => {
+    const clock = new ManualClock();
+    // No workers: the job never runs, as when its worker died on the last attempt.
+    const t = await createTestContext(kind, { clock });
+    try {
+      const { queryId } = (await t.app.inject({ method: 'POST', url: '/logs/query', headers: t.auth, payload: {} })).json();
+      const poll = async () => (await t.app.inject({ method: 'GET', url: `/logs/query/${queryId}`, headers: t.auth })).json();
+      clock.advance(QUERY_DEADLINE_MS);
+      expect((await poll()).status).toBe('Running');
+      clock.advance(1);
+      const failed = await poll();
+      expect(failed.status).toBe('Failed');
+      expect(failed.error).toMatch(/failed/i);
+      expect((await poll()).status).toBe('Failed');
+    } finally {
+      await t.close();
+    }
   });
 });

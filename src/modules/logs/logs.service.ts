@@ -20,6 +20,16 @@ export const MAX_FILTER_LENGTH = 256;
 export const MAX_TIMESTAMP_MS = 253_402_300_799_999;
 /** Logs per page of GET /logs/query/{queryId} (also its default). */
 export const MAX_RESULT_PAGE = 1000;
+/**
+ * Runs of a query job: a search that failed twice will fail again, and each retry keeps its
+ * poller waiting on Running.
+ */
+const QUERY_ATTEMPTS = 3;
+/**
+ * A query still Running this long after it started is answered Failed. Covers what onFailed
+ * cannot see: on PostgreSQL, pg-boss fails a job itself when its worker died on the last attempt.
+ */
+export const QUERY_DEADLINE_MS = 3600_000;
 /** Why a query failed, as its poller reads it; the cause is in the worker's log. */
 const QUERY_FAILED = 'The search failed. Start it again, with narrower filters if it keeps failing.';
 /** A query answers at most this many logs, newest first. */
@@ -81,7 +91,7 @@ export class LogsService {
         created_at: this.deps.clock.now().toISOString(),
         completed_at: null,
       });
-      await this.queue.enqueue(trx, LOG_QUERY_JOB, { queryId: id });
+      await this.queue.enqueue(trx, LOG_QUERY_JOB, { queryId: id }, { maxAttempts: QUERY_ATTEMPTS });
     });
     return id;
   }
@@ -97,7 +107,12 @@ export class LogsService {
   ): Promise<{ status: string; logs?: LogRecord[]; nextToken?: string; error?: string }> {
     const row = await this.repo.findQuery(auth.accountId, auth.envId, queryId);
     if (!row) throw notFound('Log query', queryId, 'Start one with POST /logs/query.');
-    if (row.status === 'Running') return { status: 'Running' };
+    if (row.status === 'Running') {
+      if (this.deps.clock.now().getTime() - new Date(row.created_at).getTime() <= QUERY_DEADLINE_MS) return { status: 'Running' };
+      await this.failQuery(row.id);
+      // Read again: the job may have finished it just now.
+      return this.queryResult(auth, queryId, page);
+    }
     if (row.status === 'Failed') return { status: 'Failed', error: row.error ?? QUERY_FAILED };
     const limit = Math.min(page.limit ?? MAX_RESULT_PAGE, MAX_RESULT_PAGE);
     const start = page.nextToken === undefined ? 0 : Number(page.nextToken);
