@@ -24,7 +24,10 @@ export async function startWorkers(deps: Deps, options: { concurrency?: number; 
   const worker = new DeliveryWorker(deps, deps.queue, executors, options.retryBaseMs);
   worker.register(options);
   const logs = new LogsService(deps, deps.queue);
-  deps.queue.work<{ queryId: string }>(LOG_QUERY_JOB, (data) => logs.runQuery(data.queryId), { concurrency: 2 });
+  deps.queue.work<{ queryId: string }>(LOG_QUERY_JOB, (data) => logs.runQuery(data.queryId), {
+    concurrency: 2,
+    onFailed: (data) => logs.failQuery((data as { queryId: string }).queryId),
+  });
   await deps.queue.start();
 
   const purge = async () => {

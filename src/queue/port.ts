@@ -34,6 +34,12 @@ export type BatchJobHandler<T = unknown> = (items: { data: T; job: JobContext }[
 export interface WorkOptions {
   /** Jobs (or batches, with workBatch) of this name run at once in this process. */
   concurrency?: number;
+  /**
+   * Called once a job has failed for good (a PermanentJobError, its last attempt, or its worker
+   * lost on the last attempt), before the queue records it failed, so the records the job works
+   * on can say so. At-least-once like handlers: must be idempotent. Its own errors are logged.
+   */
+  onFailed?(data: unknown, job: JobContext, error: string): Promise<void>;
 }
 
 export interface BatchWorkOptions extends WorkOptions {

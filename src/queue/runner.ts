@@ -71,6 +71,7 @@ export function errorMessage(err: unknown): string {
 
 interface Registration {
   handler: JobHandler<any>;
+  onFailed?: WorkOptions['onFailed'];
   /** Set for workBatch(): jobs are claimed and handled up to batchSize at a time. */
   batch?: { handler: BatchJobHandler<any>; size: number };
   concurrency: number;
@@ -121,7 +122,7 @@ export class JobRunner {
     if (this.state === 'started' || this.state === 'stopping') throw new Error(`queue: work('${name}') must be called before start()`);
     if (this.state === 'idle' && this.handlers.has(name)) throw new Error(`queue: a handler for '${name}' is already registered`);
     const concurrency = Math.max(1, Math.floor(options.concurrency ?? 1));
-    this.handlers.set(name, { handler: handler as JobHandler<any>, concurrency, running: 0 });
+    this.handlers.set(name, { handler: handler as JobHandler<any>, onFailed: options.onFailed, concurrency, running: 0 });
   }
 
   /** register() for a batch handler (see BatchJobHandler). */
@@ -239,7 +240,7 @@ export class JobRunner {
     const { job } = entry;
     if (job.attempt > job.maxAttempts) {
       // Taken over from a dead worker whose run used the last attempt.
-      await this.settle(() => this.backend.fail(job, 'worker lost (lock expired) on the last attempt'), job);
+      await this.failForGood(reg, job, 'worker lost (lock expired) on the last attempt');
       return;
     }
     let failure: unknown;
@@ -256,16 +257,16 @@ export class JobRunner {
       await this.settle(() => this.backend.complete(job), job);
       return;
     }
-    await this.recordFailure(job, failure);
+    await this.recordFailure(reg, job, failure);
   }
 
   /** A failed run: failed for good (permanent, or the last attempt), else retried after a backoff. */
-  private async recordFailure(job: ClaimedJob, failure: unknown): Promise<void> {
+  private async recordFailure(reg: Registration, job: ClaimedJob, failure: unknown): Promise<void> {
     const message = errorMessage(failure);
     const permanent = failure instanceof PermanentJobError || (failure as Error | undefined)?.name === 'PermanentJobError';
     if (permanent || job.attempt >= job.maxAttempts) {
       this.logger.warn({ queue: job.name, jobId: job.id, attempt: job.attempt, err: failure }, 'queue: job failed');
-      await this.settle(() => this.backend.fail(job, message), job);
+      await this.failForGood(reg, job, message);
       return;
     }
     const requested = failure instanceof RetryJobError ? failure.delayMs : undefined;
@@ -297,7 +298,7 @@ export class JobRunner {
     const live: Running[] = [];
     for (const entry of entries) {
       const { job } = entry;
-      if (job.attempt > job.maxAttempts) await this.settle(() => this.backend.fail(job, 'worker lost (lock expired) on the last attempt'), job);
+      if (job.attempt > job.maxAttempts) await this.failForGood(reg, job, 'worker lost (lock expired) on the last attempt');
       else live.push(entry);
     }
     if (live.length === 0) return;
@@ -316,12 +317,27 @@ export class JobRunner {
       // Released on stop: the job is someone else's now, whatever the handler did.
       if (entry.released) continue;
       if (failures[i] === undefined) completed.push(entry.job);
-      else await this.recordFailure(entry.job, failures[i]);
+      else await this.recordFailure(reg, entry.job, failures[i]);
     }
     if (completed.length === 0) return;
     const completeMany = this.backend.completeMany?.bind(this.backend);
     if (completeMany) await this.settle(() => completeMany(completed), completed[0]);
     else for (const job of completed) await this.settle(() => this.backend.complete(job), job);
+  }
+
+  /**
+   * The handler's onFailed first, then the queue's record: a crash in between runs the job again
+   * (its handler sees the work already settled), never leaves the work waiting on a failed job.
+   */
+  private async failForGood(reg: Registration, job: ClaimedJob, error: string): Promise<void> {
+    if (reg.onFailed) {
+      try {
+        await reg.onFailed(job.data, { id: job.id, name: job.name, attempt: job.attempt, maxAttempts: job.maxAttempts }, error);
+      } catch (err) {
+        this.logger.error({ err, queue: job.name, jobId: job.id }, 'queue: onFailed of a job that failed for good threw');
+      }
+    }
+    await this.settle(() => this.backend.fail(job, error), job);
   }
 
   /** A lost status write is not fatal: the lock expires and the job runs again (at-least-once). */

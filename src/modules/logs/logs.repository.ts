@@ -1,6 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
-import type { LogQueriesTable, MessageRow, SendingDb, SendingTables } from '../sending/sending.tables.js';
+import type { LogQueriesTable, MessageRow } from '../sending/sending.tables.js';
+import type { LogsDb, LogsTables } from './logs.tables.js';
 
 export interface LogFilters {
   accountId: string;
@@ -12,30 +13,79 @@ export interface LogFilters {
   notificationIds: string[] | null;
 }
 
+/** Rows per insert of a query's result: 4 parameters each, far below either engine's cap. */
+const RESULT_INSERT_CHUNK = 500;
+
 export class LogsRepository {
-  private readonly db: SendingDb;
+  private readonly db: LogsDb;
   constructor(db: Kysely<CoreTables> | Kysely<any>) {
-    this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
+    this.db = (db as Kysely<CoreTables>).withTables<LogsTables>();
   }
 
   insertQuery(row: Selectable<LogQueriesTable>): Promise<unknown> {
     return this.db.insertInto('log_queries').values(row).execute();
   }
 
-  findQuery(accountId: string, id: string): Promise<Selectable<LogQueriesTable> | undefined> {
-    return this.db.selectFrom('log_queries').selectAll().where('account_id', '=', accountId).where('id', '=', id).executeTakeFirst();
+  /** A query as its caller sees it: same account and same environment (null: an account-wide caller). */
+  findQuery(accountId: string, envId: string | null, id: string): Promise<Selectable<LogQueriesTable> | undefined> {
+    return this.db
+      .selectFrom('log_queries')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('env_id', envId === null ? 'is' : '=', envId)
+      .where('id', '=', id)
+      .executeTakeFirst();
   }
 
   findQueryForWork(id: string): Promise<Selectable<LogQueriesTable> | undefined> {
     return this.db.selectFrom('log_queries').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
-  async completeQuery(id: string, result: string, at: string): Promise<void> {
-    await this.db.updateTable('log_queries').set({ status: 'Complete', result, completed_at: at }).where('id', '=', id).execute();
+  /**
+   * Stores the result and marks the query Complete in one transaction. A rerun (at-least-once
+   * jobs) replaces the rows; a query no longer Running is left as it is.
+   */
+  async completeQuery(id: string, accountId: string, logs: string[], at: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      const done = await trx
+        .updateTable('log_queries')
+        .set({ status: 'Complete', result: null, completed_at: at })
+        .where('id', '=', id)
+        .where('status', '=', 'Running')
+        .executeTakeFirst();
+      if (Number(done.numUpdatedRows) === 0) return;
+      await trx.deleteFrom('log_query_results').where('query_id', '=', id).execute();
+      for (let i = 0; i < logs.length; i += RESULT_INSERT_CHUNK) {
+        const rows = logs.slice(i, i + RESULT_INSERT_CHUNK).map((log, j) => ({ query_id: id, account_id: accountId, position: i + j, log }));
+        await trx.insertInto('log_query_results').values(rows).execute();
+      }
+    });
+  }
+
+  async failQuery(id: string, error: string, at: string): Promise<void> {
+    await this.db.updateTable('log_queries').set({ status: 'Failed', error, completed_at: at }).where('id', '=', id).where('status', '=', 'Running').execute();
+  }
+
+  /** Stored logs of a query from `position` on, at most `limit`. */
+  async resultPage(accountId: string, queryId: string, position: number, limit: number): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('log_query_results')
+      .select('log')
+      .where('account_id', '=', accountId)
+      .where('query_id', '=', queryId)
+      .where('position', '>=', position)
+      .orderBy('position')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => r.log);
   }
 
   async purgeQueriesBefore(before: string): Promise<void> {
-    await this.db.deleteFrom('log_queries').where('created_at', '<', before).execute();
+    await this.db.transaction().execute(async (trx) => {
+      const old = trx.selectFrom('log_queries').select('id').where('created_at', '<', before);
+      await trx.deleteFrom('log_query_results').where('query_id', 'in', old).execute();
+      await trx.deleteFrom('log_queries').where('created_at', '<', before).execute();
+    });
   }
 
   /** Messages matching the stored filters (all combined with AND), newest first. */

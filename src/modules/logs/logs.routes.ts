@@ -4,10 +4,22 @@ import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import type { Queue } from '../../queue/port.js';
 import { LOG_CHANNELS } from '../sending/channels.js';
-import { LOG_STATUSES, LogsService } from './logs.service.js';
+import {
+  LOG_STATUSES,
+  LogsService,
+  MAX_FILTER_ITEMS,
+  MAX_FILTER_LENGTH,
+  MAX_RESULT_PAGE,
+  MAX_TIMESTAMP_MS,
+  MAX_TRACKING_IDS,
+  MAX_TRACKING_ID_LENGTH,
+  tooManyTrackingIds,
+} from './logs.service.js';
 
 const LogRecordSchema = Type.Object({ trackingId: Type.String(), accountId: Type.String() }, { additionalProperties: true });
 const LogsResponse = Type.Object({ logs: Type.Array(LogRecordSchema) });
+const FilterString = (description?: string) => Type.String({ maxLength: MAX_FILTER_LENGTH, ...(description ? { description } : {}) });
+const FilterList = (description?: string) => Type.Array(FilterString(description), { maxItems: MAX_FILTER_ITEMS });
 
 export function logRoutes(app: App, deps: Deps, queue: Queue): void {
   const service = new LogsService(deps, queue);
@@ -24,14 +36,23 @@ export function logRoutes(app: App, deps: Deps, queue: Queue): void {
     {
       schema: {
         tags,
-        summary: 'Poll a log query until its status is Complete',
-        params: Type.Object({ queryId: Type.String() }),
+        summary: 'Poll a log query until its status is Complete; its logs come in pages (nextToken)',
+        params: Type.Object({ queryId: Type.String({ maxLength: 64 }) }),
+        querystring: Type.Object({
+          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_RESULT_PAGE, description: `logs per page, default ${MAX_RESULT_PAGE}` })),
+          nextToken: Type.Optional(Type.String({ maxLength: 32, description: 'from the previous page' })),
+        }),
         response: withErrors({
-          200: Type.Object({ status: Type.String(), logs: Type.Optional(Type.Array(LogRecordSchema)), error: Type.Optional(Type.String()) }),
+          200: Type.Object({
+            status: Type.String({ description: 'Running, Complete or Failed' }),
+            logs: Type.Optional(Type.Array(LogRecordSchema)),
+            nextToken: Type.Optional(Type.String({ description: 'present while more logs follow: pass it to get the next page' })),
+            error: Type.Optional(Type.String()),
+          }),
         }),
       },
     },
-    (req) => service.queryResult(req.auth, req.params.queryId),
+    (req) => service.queryResult(req.auth, req.params.queryId, req.query),
   );
 
   app.get(
@@ -53,8 +74,13 @@ export function logRoutes(app: App, deps: Deps, queue: Queue): void {
       schema: {
         tags,
         summary: 'Logs by tracking id (at most 25)',
-        body: Type.Object({ trackingIds: Type.Array(Type.String()) }),
+        body: Type.Object({ trackingIds: Type.Array(Type.String({ maxLength: MAX_TRACKING_ID_LENGTH }), { maxItems: MAX_TRACKING_IDS }) }),
         response: withErrors({ 200: LogsResponse }),
+      },
+      // Before the schema, so an oversized list answers as GET /logs/{ids} does, not VALIDATION_FAILED.
+      preValidation: async (req) => {
+        const ids = (req.body as { trackingIds?: unknown } | null)?.trackingIds;
+        if (Array.isArray(ids) && ids.length > MAX_TRACKING_IDS) throw tooManyTrackingIds(ids.length);
       },
     },
     async (req) => ({ logs: await service.byTrackingIds(req.auth, req.body.trackingIds) }),
@@ -67,12 +93,18 @@ export function logRoutes(app: App, deps: Deps, queue: Queue): void {
         tags,
         summary: 'Start an asynchronous log search; filters combine with AND',
         body: Type.Object({
-          dateRangeFilter: Type.Optional(Type.Array(Type.Number(), { description: 'exactly 2 unix timestamps [start, end]' })),
-          userFilter: Type.Optional(Type.String()),
-          envIdFilter: Type.Optional(Type.Array(Type.String())),
-          statusFilter: Type.Optional(Type.String({ description: `one of ${LOG_STATUSES.join(', ')}` })),
-          channelFilter: Type.Optional(Type.Array(Type.String({ description: LOG_CHANNELS.join(', ') }))),
-          notificationFilter: Type.Optional(Type.Array(Type.String())),
+          dateRangeFilter: Type.Optional(
+            Type.Array(Type.Number({ minimum: 0, maximum: MAX_TIMESTAMP_MS }), {
+              minItems: 2,
+              maxItems: 2,
+              description: 'exactly 2 unix timestamps [start, end], in seconds (values over 1e12: milliseconds)',
+            }),
+          ),
+          userFilter: Type.Optional(FilterString()),
+          envIdFilter: Type.Optional(FilterList()),
+          statusFilter: Type.Optional(FilterString(`one of ${LOG_STATUSES.join(', ')}`)),
+          channelFilter: Type.Optional(FilterList(LOG_CHANNELS.join(', '))),
+          notificationFilter: Type.Optional(FilterList()),
         }),
         response: withErrors({ 200: Type.Object({ queryId: Type.String() }) }),
       },

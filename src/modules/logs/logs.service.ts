@@ -1,6 +1,6 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
-import type { Queue } from '../../queue/port.js';
+import { PermanentJobError, type Queue } from '../../queue/port.js';
 import type { AuthContext } from '../auth/auth.service.js';
 import { LOG_CHANNELS } from '../sending/channels.js';
 import { acceptedSendsByIds } from '../sending/accepted-sends.js';
@@ -11,6 +11,27 @@ import { type LogRecord, logStatus, toLogRecord } from './log-record.js';
 import { type LogFilters, LogsRepository } from './logs.repository.js';
 
 export const MAX_TRACKING_IDS = 25;
+/** Tracking ids are UUIDs (36 characters); anything much longer is not one. */
+export const MAX_TRACKING_ID_LENGTH = 64;
+/** Items per list filter of a log query, and characters per filter string. */
+export const MAX_FILTER_ITEMS = 100;
+export const MAX_FILTER_LENGTH = 256;
+/** The last instant an ISO-8601 date with a 4-digit year (as stored) can hold: 9999-12-31T23:59:59.999Z. */
+export const MAX_TIMESTAMP_MS = 253_402_300_799_999;
+/** Logs per page of GET /logs/query/{queryId} (also its default). */
+export const MAX_RESULT_PAGE = 1000;
+/**
+ * Runs of a query job: a search that failed twice will fail again, and each retry keeps its
+ * poller waiting on Running.
+ */
+const QUERY_ATTEMPTS = 3;
+/**
+ * A query still Running this long after it started is answered Failed. Covers what onFailed
+ * cannot see: on PostgreSQL, pg-boss fails a job itself when its worker died on the last attempt.
+ */
+export const QUERY_DEADLINE_MS = 3600_000;
+/** Why a query failed, as its poller reads it; the cause is in the worker's log. */
+const QUERY_FAILED = 'The search failed. Start it again, with narrower filters if it keeps failing.';
 /** A query answers at most this many logs, newest first. */
 export const MAX_QUERY_RESULTS = 5000;
 export const LOG_QUERY_JOB = 'logs.query';
@@ -28,8 +49,9 @@ export interface LogQueryInput {
   notificationFilter?: string[];
 }
 
-/** Unix timestamps in seconds (as the SDK sends), also accepted in milliseconds. */
-const toIso = (ts: number) => new Date(ts > 1e12 ? ts : ts * 1000).toISOString();
+/** Unix timestamps in seconds (as the SDK sends), also accepted in milliseconds (any value over 1e12). */
+const toMs = (ts: number) => (ts > 1e12 ? ts : ts * 1000);
+const toIso = (ts: number) => new Date(toMs(ts)).toISOString();
 
 export class LogsService {
   private readonly messages: MessagesRepository;
@@ -46,8 +68,9 @@ export class LogsService {
   async byTrackingIds(auth: AuthContext, trackingIds: string[]): Promise<LogRecord[]> {
     const ids = [...new Set(trackingIds.map((s) => s.trim()).filter(Boolean))];
     if (ids.length === 0) throw invalid('No tracking id given.', 'Pass one or more trackingIds, comma separated.');
-    if (ids.length > MAX_TRACKING_IDS) {
-      throw new AppError('TOO_MANY_TRACKING_IDS', `At most ${MAX_TRACKING_IDS} tracking ids per request; got ${ids.length}.`, 'Split the lookup, or use POST /logs/query.');
+    if (ids.length > MAX_TRACKING_IDS) throw tooManyTrackingIds(ids.length);
+    if (ids.some((id) => id.length > MAX_TRACKING_ID_LENGTH)) {
+      throw invalid(`A tracking id is at most ${MAX_TRACKING_ID_LENGTH} characters.`, 'Pass the trackingId a send answered.');
     }
     const rows = (await acceptedSendsByIds(this.deps, auth.accountId, ids)).filter((m) => auth.envId === null || m.env_id === auth.envId);
     return this.records(rows);
@@ -68,37 +91,68 @@ export class LogsService {
         created_at: this.deps.clock.now().toISOString(),
         completed_at: null,
       });
-      await this.queue.enqueue(trx, LOG_QUERY_JOB, { queryId: id });
+      await this.queue.enqueue(trx, LOG_QUERY_JOB, { queryId: id }, { maxAttempts: QUERY_ATTEMPTS });
     });
     return id;
   }
 
-  async queryResult(auth: AuthContext, queryId: string): Promise<{ status: string; logs?: LogRecord[]; error?: string }> {
-    const row = await this.repo.findQuery(auth.accountId, queryId);
+  /**
+   * One page of a query's stored result. `nextToken` (opaque; today the position of the next
+   * log) is present while more logs follow. The result was computed once, by the job.
+   */
+  async queryResult(
+    auth: AuthContext,
+    queryId: string,
+    page: { limit?: number; nextToken?: string } = {},
+  ): Promise<{ status: string; logs?: LogRecord[]; nextToken?: string; error?: string }> {
+    const row = await this.repo.findQuery(auth.accountId, auth.envId, queryId);
     if (!row) throw notFound('Log query', queryId, 'Start one with POST /logs/query.');
-    if (row.status === 'Running') return { status: 'Running' };
-    if (row.status === 'Failed') return { status: 'Failed', error: row.error ?? 'query failed' };
-    return { status: 'Complete', logs: JSON.parse(row.result ?? '[]') };
+    if (row.status === 'Running') {
+      if (this.deps.clock.now().getTime() - new Date(row.created_at).getTime() <= QUERY_DEADLINE_MS) return { status: 'Running' };
+      await this.failQuery(row.id);
+      // Read again: the job may have finished it just now.
+      return this.queryResult(auth, queryId, page);
+    }
+    if (row.status === 'Failed') return { status: 'Failed', error: row.error ?? QUERY_FAILED };
+    const limit = Math.min(page.limit ?? MAX_RESULT_PAGE, MAX_RESULT_PAGE);
+    const start = page.nextToken === undefined ? 0 : Number(page.nextToken);
+    if (!Number.isSafeInteger(start) || start < 0) throw invalid('nextToken is not one this query gave.', 'Pass the nextToken of the previous page, or none for the first.');
+    // Finished before results had their own rows (migration 0067): the whole result is one JSON array.
+    const logs: LogRecord[] = row.result !== null
+      ? (JSON.parse(row.result) as LogRecord[]).slice(start, start + limit + 1)
+      : (await this.repo.resultPage(auth.accountId, row.id, start, limit + 1)).map((log) => JSON.parse(log) as LogRecord);
+    const more = logs.length > limit;
+    return { status: 'Complete', logs: more ? logs.slice(0, limit) : logs, ...(more ? { nextToken: String(start + limit) } : {}) };
+  }
+
+  /** onFailed of the query job: a query whose job failed for good answers Failed, not Running forever. */
+  async failQuery(queryId: string): Promise<void> {
+    await this.repo.failQuery(queryId, QUERY_FAILED, this.deps.clock.now().toISOString());
   }
 
   /** The job: runs a stored query and stores its result. */
   async runQuery(queryId: string): Promise<void> {
     const row = await this.repo.findQueryForWork(queryId);
     if (!row || row.status !== 'Running') return;
+    let stored: LogFilters & { rawStatus: string | null; rawChannels: string[] | null };
+    try {
+      stored = JSON.parse(row.filters);
+    } catch {
+      throw new PermanentJobError(`log query ${queryId}: stored filters are not JSON`);
+    }
     await this.awaitIntake(row.created_at);
-    const stored = JSON.parse(row.filters) as LogFilters & { rawStatus: string | null; rawChannels: string[] | null };
     const candidates = await this.repo.findMessages(stored, MAX_QUERY_RESULTS * 4);
     const deliveries = await this.messages.deliveriesOf(candidates.map((m) => m.tracking_id));
     const byMessage = groupBy(deliveries, (d) => d.tracking_id);
-    const logs: LogRecord[] = [];
+    const logs: string[] = [];
     for (const message of candidates) {
       const own = byMessage.get(message.tracking_id) ?? [];
       if (stored.rawStatus && logStatus(message, own) !== stored.rawStatus) continue;
       if (stored.rawChannels?.length && !own.some((d) => d.routing === 'SEND' && stored.rawChannels!.includes(d.channel))) continue;
-      logs.push(toLogRecord(message, own));
+      logs.push(JSON.stringify(toLogRecord(message, own)));
       if (logs.length >= MAX_QUERY_RESULTS) break;
     }
-    await this.repo.completeQuery(queryId, JSON.stringify(logs), this.deps.clock.now().toISOString());
+    await this.repo.completeQuery(queryId, row.account_id, logs, this.deps.clock.now().toISOString());
   }
 
   /**
@@ -120,8 +174,11 @@ export class LogsService {
     const range = input.dateRangeFilter;
     if (range !== undefined) {
       if (range.length !== 2) throw invalid(`dateRangeFilter must have exactly 2 items; got ${range.length}.`, 'Pass [startUnixSeconds, endUnixSeconds].');
-      if (range.some((n) => !Number.isFinite(n) || n < 0)) throw invalid('dateRangeFilter items must be unix timestamps.');
-      if (range[0] > range[1]) throw invalid('dateRangeFilter start is after its end.', 'Pass [start, end] with start <= end.');
+      // Past year 9999 a date has no 4-digit ISO form (stored dates compare as text); past 8.64e15 ms, no Date at all.
+      if (range.some((n) => typeof n !== 'number' || !Number.isFinite(n) || n < 0 || toMs(n) > MAX_TIMESTAMP_MS)) {
+        throw invalid('dateRangeFilter items must be unix timestamps between 1970 and the end of year 9999.', 'Pass [startUnixSeconds, endUnixSeconds].');
+      }
+      if (toMs(range[0]) > toMs(range[1])) throw invalid('dateRangeFilter start is after its end.', 'Pass [start, end] with start <= end.');
     }
     if (input.statusFilter !== undefined && !(LOG_STATUSES as readonly string[]).includes(input.statusFilter)) {
       throw invalid(`statusFilter "${input.statusFilter}" is not one of ${LOG_STATUSES.join(', ')}.`);
@@ -148,6 +205,9 @@ export class LogsService {
     return rows.map((m) => toLogRecord(m, byMessage.get(m.tracking_id) ?? []));
   }
 }
+
+export const tooManyTrackingIds = (count: number) =>
+  new AppError('TOO_MANY_TRACKING_IDS', `At most ${MAX_TRACKING_IDS} tracking ids per request; got ${count}.`, 'Split the lookup, or use POST /logs/query.');
 
 function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
   const map = new Map<string, T[]>();
