@@ -175,6 +175,15 @@ describe.each(STORAGE_KINDS)('log lookups and queries hold their bounds (%s)', (
     const cross = await result(mine, '', second);
     expect([cross.statusCode, cross.json().error.code]).toEqual([404, 'NOT_FOUND']);
     expect((await result(theirs)).statusCode).toBe(404);
+
+    // envIdFilter: other environments of the account for an account-scope key only.
+    const sentThere = (await t.app.inject({ method: 'POST', url: '/send', headers: second, payload: { type: 'env-filter', to: { id: 'u2' }, inapp: { title: 'there' } } })).json().trackingId;
+    const refused = await query({ envIdFilter: [env.clientId] }, { authorization: `Bearer ${(await t.app.inject({ method: 'POST', url: '/keys', headers: t.auth, payload: { name: 'first only' } })).json().key}` });
+    expect([refused.statusCode, refused.json().error.code]).toEqual([403, 'FORBIDDEN']);
+    await eventually(async () => (await t.app.inject({ method: 'GET', url: `/logs/${sentThere}`, headers: second })).json().logs?.[0], 15_000, 'the send logged');
+    const across = (await query({ envIdFilter: [env.clientId], notificationFilter: ['env-filter'] })).json().queryId;
+    const found = await finished(across);
+    expect(found.logs.map((l: { trackingId: string }) => l.trackingId)).toEqual([sentThere]);
   });
 });
 

@@ -186,9 +186,14 @@ export class LogsService {
     for (const channel of input.channelFilter ?? []) {
       if (!(LOG_CHANNELS as readonly string[]).includes(channel)) throw invalid(`channelFilter "${channel}" is not one of ${LOG_CHANNELS.join(', ')}.`);
     }
-    // An environment-bound caller only ever sees its environment, whatever envIdFilter says.
-    let envIds = input.envIdFilter?.length ? input.envIdFilter : null;
-    if (auth.envId !== null) envIds = envIds ? envIds.filter((e) => e === auth.envId) : [auth.envId];
+    // envIdFilter may name other environments of the account for account-scope callers only
+    // (the search is scoped by account, so another account's ids find nothing); without it, a
+    // query searches the environment the caller acts in.
+    const named = input.envIdFilter?.length ? input.envIdFilter : null;
+    if (named && auth.scope !== 'account' && named.some((e) => e !== auth.envId)) {
+      throw new AppError('FORBIDDEN', 'envIdFilter names an environment these credentials do not act in.', 'Leave envIdFilter out, or use an account-scope API key to search several environments.');
+    }
+    const envIds = named ?? (auth.envId !== null ? [auth.envId] : null);
     return {
       accountId: auth.accountId,
       envIds,
