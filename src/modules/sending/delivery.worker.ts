@@ -4,7 +4,7 @@ import { DeliveryError } from '../../channels/types.js';
 import { backoffDelay } from '../../queue/runner.js';
 import { type JobContext, PermanentJobError, type Queue, RetryJobError } from '../../queue/port.js';
 import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.js';
-import { renderChannelContent } from '../../rendering/content.js';
+import { RenderPool } from '../../rendering/render-pool.js';
 import type { Channel } from '../../http/schemas.js';
 import { componentResolver } from '../components/components.service.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
@@ -46,9 +46,16 @@ export class DeliveryWorker {
     private readonly executors: Executors,
     /** Base of the exponential backoff between provider attempts (jittered, capped at an hour). */
     private readonly retryBaseMs = 2000,
+    /** Where content is rendered: worker threads, off the event loop that serves the API. */
+    private readonly renders: RenderPool = new RenderPool(),
   ) {
     this.users = new UsersService(deps);
     this.templates = new TemplatesService(deps);
+  }
+
+  /** Stops the render threads (after the queue stopped). */
+  close(): Promise<void> {
+    return this.renders.close();
   }
 
   register(options: { concurrency?: number } = {}): void {
@@ -244,7 +251,7 @@ export class DeliveryWorker {
         updated_at: now,
       };
       try {
-        const rendered = await renderChannelContent(decision.channel, contents.get(decision.channel)!, context, { resolveComponents });
+        const rendered = await this.renders.render(decision.channel, contents.get(decision.channel)!, context, { resolveComponents });
         row.content = JSON.stringify(rendered);
         row.preview = this.executors[decision.channel]!.preview(rendered).slice(0, 500);
       } catch (err) {
