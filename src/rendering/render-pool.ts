@@ -104,7 +104,12 @@ export class RenderPool {
       thread.job = job;
       thread.timer = setTimeout(() => this.kill(thread, new TemplateRenderError(`rendering took longer than ${this.deadlineMs} ms`)), this.deadlineMs);
       const msg: FromPool = { type: 'render', id: job.id, channel: job.channel, content: job.content, context: job.context };
-      thread.worker.postMessage(msg);
+      try {
+        thread.worker.postMessage(msg);
+      } catch (err) {
+        // Content that cannot be copied to the thread (not JSON-like): fails this job only.
+        this.finish(thread, err instanceof Error ? err : new Error(String(err)));
+      }
     }
   }
 

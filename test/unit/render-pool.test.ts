@@ -36,3 +36,15 @@ describe('RenderPool', () => {
     await expect(closed.render('INAPP_WEB', { title: 'x' }, {})).rejects.toThrow('closed');
   });
 });
+
+describe('RenderPool with content that cannot reach a thread', () => {
+  it('fails that render alone', async () => {
+    const pool = new RenderPool({ size: 1 });
+    try {
+      await expect(pool.render('INAPP_WEB', { title: 'x' }, { f: () => 1 })).rejects.toThrow(/could not be cloned/);
+      expect(await pool.render('INAPP_WEB', { title: 'ok {{ n }}' }, { n: 2 })).toEqual({ title: 'ok 2' });
+    } finally {
+      await pool.close();
+    }
+  });
+});
