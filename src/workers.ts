@@ -58,6 +58,7 @@ export async function startWorkers(deps: Deps, options: { concurrency?: number; 
   async function stopAll(): Promise<void> {
     clearInterval(timer);
     await deps.queue.stop();
+    await worker.close();
     await closeExecutors();
   }
 }

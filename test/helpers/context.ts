@@ -7,6 +7,7 @@ import { buildApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config.js';
 import { type Clock, type Deps, buildDeps } from '../../src/deps.js';
 import type { App } from '../../src/http/types.js';
+import type { QueueOptions } from '../../src/queue/index.js';
 import { type CreatedAccount, createAccountWithEnvironment } from '../../src/modules/accounts/bootstrap.js';
 import { Secrets } from '../../src/secrets.js';
 import { type Workers, startWorkers } from '../../src/workers.js';
@@ -38,6 +39,8 @@ export interface TestContextOptions {
   clock?: Clock;
   /** Start the delivery workers (queue polling, channel executors); retries back off from 10 ms. */
   workers?: boolean;
+  /** Queue options, e.g. a short job backoff for a test that runs a job to its last attempt. */
+  queue?: QueueOptions;
 }
 
 export async function createTestContext(kind: Dialect, options: TestContextOptions = {}): Promise<TestContext> {
@@ -49,7 +52,7 @@ export async function createTestContext(kind: Dialect, options: TestContextOptio
     secrets: new Secrets(randomBytes(32)),
     ...(options.clock ? { clock: options.clock } : {}),
     // Short polls keep tests quick; pg-boss tables live beside the test schema and go with it.
-    queue: { pollIntervalMs: 20, ...(storage.bossSchema ? { bossSchema: storage.bossSchema } : {}) },
+    queue: { pollIntervalMs: 20, ...(storage.bossSchema ? { bossSchema: storage.bossSchema } : {}), ...options.queue },
   });
   const app = await buildApp(deps);
   await app.ready();

@@ -2,9 +2,9 @@ import { type Kysely, sql } from 'kysely';
 import type { Deps } from '../../deps.js';
 import { DeliveryError } from '../../channels/types.js';
 import { backoffDelay } from '../../queue/runner.js';
-import { type Queue, RetryJobError } from '../../queue/port.js';
+import { type JobContext, PermanentJobError, type Queue, RetryJobError } from '../../queue/port.js';
 import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.js';
-import { renderChannelContent } from '../../rendering/content.js';
+import { RenderPool } from '../../rendering/render-pool.js';
 import type { Channel } from '../../http/schemas.js';
 import { componentResolver } from '../components/components.service.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
@@ -28,6 +28,8 @@ export const DELIVER_JOB = 'delivery.run';
 const ASYNC_REPORTS = new Set(['sms', 'call']);
 /** Provider calls per delivery before a transient failure becomes final. */
 export const MAX_DELIVERY_ATTEMPTS = 6;
+/** failed_code of a message whose processing failed for good. */
+export const PROCESSING_FAILED = 'PROCESSING_FAILED';
 
 /**
  * The delivery engine: `message.process` decides routing and renders content, then one
@@ -44,36 +46,90 @@ export class DeliveryWorker {
     private readonly executors: Executors,
     /** Base of the exponential backoff between provider attempts (jittered, capped at an hour). */
     private readonly retryBaseMs = 2000,
+    /** Where content is rendered: worker threads, off the event loop that serves the API. */
+    private readonly renders: RenderPool = new RenderPool(),
   ) {
     this.users = new UsersService(deps);
     this.templates = new TemplatesService(deps);
   }
 
+  /** Stops the render threads (after the queue stopped). */
+  close(): Promise<void> {
+    return this.renders.close();
+  }
+
   register(options: { concurrency?: number } = {}): void {
     // Messages are routed in batches: one claim, transaction and completion for up to 16.
-    this.queue.workBatch<{ trackingId: string }>(PROCESS_MESSAGE_JOB, (items) => this.processMessages(items.map((i) => i.data.trackingId)), {
+    this.queue.workBatch<{ trackingId: string }>(PROCESS_MESSAGE_JOB, (items) => this.processMessageJobs(items), {
       concurrency: options.concurrency ?? 4,
       batchSize: 16,
     });
     this.queue.work<{ deliveryId: string }>(DELIVER_JOB, (data) => this.runDelivery(data.deliveryId), { concurrency: options.concurrency ?? 8 });
-    this.queue.work<{ seq: number }>(INGEST_SENDS_JOB, (data) => this.ingestSends(data.seq), { concurrency: options.concurrency ?? 4 });
+    this.queue.work<{ seq: number }>(INGEST_SENDS_JOB, (data, job) => this.ingestSends(data.seq, job), { concurrency: options.concurrency ?? 4 });
+  }
+
+  /** message.process jobs: a message whose processing failed for good ends failed in its log. */
+  async processMessageJobs(items: { data: { trackingId: string }; job: JobContext }[]): Promise<unknown[]> {
+    const trackingIds = items.map((i) => i.data.trackingId);
+    const failures = await this.processMessages(trackingIds);
+    await this.recordFinalFailures(trackingIds, failures, (i) => items[i].job);
+    return failures;
+  }
+
+  /**
+   * Marks failed, with PROCESSING_FAILED and the error as reason, each message whose failure is
+   * final (a PermanentJobError, or the job's last attempt): otherwise its log would say queued
+   * forever once the queue gives the job up. Returns which failures were recorded.
+   */
+  private async recordFinalFailures(trackingIds: string[], failures: unknown[], jobOf: (index: number) => JobContext): Promise<boolean[]> {
+    const recorded = failures.map(() => false);
+    const repo = new MessagesRepository(this.deps.db);
+    for (const [index, failure] of failures.entries()) {
+      if (failure === undefined || !isFinal(failure, jobOf(index))) continue;
+      const now = this.deps.clock.now().toISOString();
+      try {
+        await repo.updateMessage(
+          trackingIds[index],
+          { state: 'failed', processed_at: now, failed_at: now, failed_code: PROCESSING_FAILED, failed_internal: errorText(failure).slice(0, 1000) },
+          ['queued', 'scheduled'],
+        );
+        recorded[index] = true;
+      } catch (err) {
+        this.deps.logger.error({ err, trackingId: trackingIds[index], failure }, 'recording the final failure of a message failed');
+      }
+    }
+    return recorded;
   }
 
   /**
    * The job of a `send_intake` chunk (SQLite): writes its message rows, processes them as
    * message.process does, then drops the chunk. A re-run after a crash finds the rows written
    * and the messages processed, and only drops the chunk; a message that failed leaves the
-   * chunk in place and the job retries it.
+   * chunk in place and the job retries it, until its failure is final (recordFinalFailures).
    */
-  async ingestSends(seq: number): Promise<void> {
+  async ingestSends(seq: number, job: JobContext = { id: '', name: INGEST_SENDS_JOB, attempt: 1, maxAttempts: Number.POSITIVE_INFINITY }): Promise<void> {
     const intake = new SendIntakeRepository(this.deps.db);
     const messages = await intake.chunk(seq);
     if (!messages) return;
-    await new MessagesRepository(this.deps.db).insertMessagesIfAbsent(messages);
-    const failures = await this.processMessages(messages.map((m) => m.tracking_id));
-    const failure = failures.find((f) => f !== undefined);
-    if (failure !== undefined) throw failure;
+    const repo = new MessagesRepository(this.deps.db);
+    try {
+      await repo.insertMessagesIfAbsent(messages);
+    } catch (err) {
+      if (!isFinal(err, job)) throw err;
+      // Last attempt: one row at a time, so one row that cannot be written does not keep the others back.
+      for (const message of messages) {
+        await repo.insertMessagesIfAbsent([message]).catch((e: unknown) => this.deps.logger.error({ err: e, trackingId: message.tracking_id }, 'an accepted send could not be stored'));
+      }
+    }
+    const trackingIds = messages.map((m) => m.tracking_id);
+    const failures = await this.processMessages(trackingIds);
+    const recorded = await this.recordFinalFailures(trackingIds, failures, () => job);
+    const pending = failures.find((f, i) => f !== undefined && !recorded[i]);
+    if (pending !== undefined) throw pending;
     await intake.remove(seq);
+    const failure = failures.find((f) => f !== undefined);
+    // Recorded as the messages' failure; the job ends failed too, without a retry.
+    if (failure !== undefined) throw new PermanentJobError(errorText(failure));
   }
 
   /** Routes and renders one message (see processMessages). */
@@ -195,7 +251,7 @@ export class DeliveryWorker {
         updated_at: now,
       };
       try {
-        const rendered = await renderChannelContent(decision.channel, contents.get(decision.channel)!, context, { resolveComponents });
+        const rendered = await this.renders.render(decision.channel, contents.get(decision.channel)!, context, { resolveComponents });
         row.content = JSON.stringify(rendered);
         row.preview = this.executors[decision.channel]!.preview(rendered).slice(0, 500);
       } catch (err) {
@@ -357,6 +413,11 @@ function failureFields(channel: string, failure: DeliveryError): Record<string, 
     default:
       return {};
   }
+}
+
+/** No run will follow: the error says so, or this was the job's last attempt. */
+function isFinal(err: unknown, job: JobContext): boolean {
+  return err instanceof PermanentJobError || (err as Error | undefined)?.name === 'PermanentJobError' || job.attempt >= job.maxAttempts;
 }
 
 function errorText(err: unknown): string {

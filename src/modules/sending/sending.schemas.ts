@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { ChannelSchema } from '../../http/schemas.js';
+import { DEFAULT_LIMITS } from '../../rendering/liquid.js';
 
 const Str = (max = 10_000) => Type.String({ maxLength: max });
 const Obj = Type.Object({}, { additionalProperties: true });
@@ -69,7 +70,8 @@ export const SendBodySchema = Type.Object(
     email: Type.Optional(
       Type.Object({
         subject: Type.String({ maxLength: 998 }),
-        html: Type.String(),
+        // Longer html can never render (over the renderer's parse limit): refused at acceptance.
+        html: Type.String({ maxLength: DEFAULT_LIMITS.parseLimit }),
         previewText: Type.Optional(Type.String({ maxLength: 1000 })),
         senderName: Type.Optional(Str(200)),
         senderEmail: Type.Optional(Str(254)),

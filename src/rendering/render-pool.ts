@@ -1,0 +1,188 @@
+import os from 'node:os';
+import { Worker, type WorkerOptions } from 'node:worker_threads';
+import type { Channel } from '../http/schemas.js';
+import { type ComponentResolver, DEFAULT_LIMITS, type RenderContext, TemplateRenderError } from './liquid.js';
+
+/** Pool -> render thread. */
+export type FromPool =
+  | { type: 'render'; id: number; channel: Channel; content: Record<string, unknown>; context: RenderContext }
+  | { type: 'components'; id: number; found?: Record<string, string>; error?: string };
+
+/** Render thread -> pool. */
+export type ToPool =
+  | { type: 'ready' }
+  | { type: 'components'; id: number; ids: string[] }
+  | { type: 'done'; id: number; ok: true; content: Record<string, unknown> }
+  | { type: 'done'; id: number; ok: false; renderError: boolean; message: string };
+
+export interface RenderPoolOptions {
+  /** Render threads. Default: one per CPU beyond the first (at least one, at most 4). */
+  size?: number;
+  /**
+   * Wall time one render may take before its thread is terminated: the backstop for what
+   * LiquidJS's own limits (checked between template nodes) cannot stop.
+   */
+  deadlineMs?: number;
+  /** Heap of a render thread: a template that allocates more kills only its thread. */
+  maxHeapMb?: number;
+}
+
+interface Job {
+  id: number;
+  channel: Channel;
+  content: Record<string, unknown>;
+  context: RenderContext;
+  resolveComponents?: ComponentResolver;
+  resolve: (content: Record<string, unknown>) => void;
+  reject: (err: Error) => void;
+}
+
+interface Thread {
+  worker: Worker;
+  /** Loaded and listening: a job's deadline runs from its dispatch, not from the thread's start. */
+  ready: boolean;
+  job: Job | null;
+  timer: NodeJS.Timeout | null;
+}
+
+/**
+ * Renders channel content on worker threads, so a template that runs up to the render limits
+ * (2 s of loops, or one huge filter) never blocks the event loop that serves the API and the
+ * queue. Jobs wait in order for a free thread; a thread past its deadline, or one that dies (out
+ * of memory), fails its job with TemplateRenderError and is replaced.
+ */
+export class RenderPool {
+  private readonly size: number;
+  private readonly deadlineMs: number;
+  private readonly maxHeapMb: number;
+  private readonly threads: Thread[] = [];
+  private readonly queue: Job[] = [];
+  private nextId = 1;
+  private closed = false;
+
+  constructor(options: RenderPoolOptions = {}) {
+    this.size = Math.max(1, options.size ?? Math.min(4, Math.max(1, os.availableParallelism() - 1)));
+    this.deadlineMs = options.deadlineMs ?? DEFAULT_LIMITS.renderLimit + 1000;
+    this.maxHeapMb = options.maxHeapMb ?? 256;
+  }
+
+  /** renderChannelContent on a render thread; rejects with TemplateRenderError when the template fails. */
+  render<T extends object>(channel: Channel, content: T, context: RenderContext, options: { resolveComponents?: ComponentResolver } = {}): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('render pool is closed'));
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({
+        id: this.nextId++,
+        channel,
+        content: content as Record<string, unknown>,
+        context,
+        resolveComponents: options.resolveComponents,
+        resolve: resolve as (c: Record<string, unknown>) => void,
+        reject,
+      });
+      this.dispatch();
+    });
+  }
+
+  /** Terminates the threads; queued and running jobs fail. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const job of this.queue.splice(0)) job.reject(new Error('render pool is closed'));
+    const threads = this.threads.splice(0);
+    for (const thread of threads) this.finish(thread, new Error('render pool is closed'));
+    await Promise.all(threads.map((t) => t.worker.terminate()));
+  }
+
+  private dispatch(): void {
+    while (this.queue.length > 0) {
+      const thread = this.threads.find((t) => t.ready && t.job === null);
+      if (!thread) {
+        // Threads still starting take the queue when ready.
+        if (this.threads.length < this.size && this.threads.every((t) => t.ready)) this.spawn();
+        return;
+      }
+      const job = this.queue.shift()!;
+      thread.job = job;
+      thread.timer = setTimeout(() => this.kill(thread, new TemplateRenderError(`rendering took longer than ${this.deadlineMs} ms`)), this.deadlineMs);
+      const msg: FromPool = { type: 'render', id: job.id, channel: job.channel, content: job.content, context: job.context };
+      try {
+        thread.worker.postMessage(msg);
+      } catch (err) {
+        // Content that cannot be copied to the thread (not JSON-like): fails this job only.
+        this.finish(thread, err instanceof Error ? err : new Error(String(err)));
+      }
+    }
+  }
+
+  private spawn(): Thread {
+    const worker = startWorker({ resourceLimits: { maxOldGenerationSizeMb: this.maxHeapMb } });
+    // Idle render threads do not keep the process alive.
+    worker.unref();
+    const thread: Thread = { worker, ready: false, job: null, timer: null };
+    worker.on('message', (msg: ToPool) => this.onMessage(thread, msg));
+    worker.on('error', (err) => this.kill(thread, new TemplateRenderError(`the render thread failed: ${err.message}`)));
+    worker.on('exit', () => this.kill(thread, new TemplateRenderError('the render thread stopped (out of memory?)')));
+    this.threads.push(thread);
+    return thread;
+  }
+
+  private onMessage(thread: Thread, msg: ToPool): void {
+    if (msg.type === 'ready') {
+      thread.ready = true;
+      this.dispatch();
+      return;
+    }
+    const job = thread.job;
+    if (!job || msg.id !== job.id) return;
+    if (msg.type === 'components') {
+      const reply = (answer: Omit<Extract<FromPool, { type: 'components' }>, 'type' | 'id'>) => {
+        if (thread.job === job) thread.worker.postMessage({ type: 'components', id: job.id, ...answer } satisfies FromPool);
+      };
+      if (!job.resolveComponents) reply({ error: `uses components (${msg.ids.join(', ')}) but no component source was given` });
+      else
+        job
+          .resolveComponents(msg.ids)
+          .then((found) => reply({ found: found instanceof Map ? Object.fromEntries(found) : found }))
+          .catch((err: unknown) => reply({ error: err instanceof Error ? err.message : String(err) }));
+      return;
+    }
+    this.finish(thread, msg.ok ? null : msg.renderError ? new TemplateRenderError(msg.message) : new Error(msg.message), msg.ok ? msg.content : undefined);
+    this.dispatch();
+  }
+
+  /** Ends the thread's current job (with `error`, else with `content`). */
+  private finish(thread: Thread, error: Error | null, content?: Record<string, unknown>): void {
+    const job = thread.job;
+    if (thread.timer) clearTimeout(thread.timer);
+    thread.timer = null;
+    thread.job = null;
+    if (!job) return;
+    if (error) job.reject(error);
+    else job.resolve(content!);
+  }
+
+  /** Fails the thread's job, removes the thread and starts what waits on a new one. */
+  private kill(thread: Thread, error: Error): void {
+    const index = this.threads.indexOf(thread);
+    if (index < 0) return;
+    this.threads.splice(index, 1);
+    this.finish(thread, error);
+    void thread.worker.terminate();
+    if (!thread.ready) {
+      // A thread that cannot even start would fail again: fail what waits (the jobs are retried) instead of looping.
+      for (const job of this.queue.splice(0)) job.reject(new Error(`the render thread could not start: ${error.message}`));
+      return;
+    }
+    if (!this.closed) this.dispatch();
+  }
+}
+
+const FROM_SOURCE = import.meta.url.endsWith('.ts');
+const WORKER_URL = new URL(`./render-worker${FROM_SOURCE ? '.ts' : '.js'}`, import.meta.url);
+
+/** The thread's entry: the built file, or from source (tsx, vitest) the .ts file through tsx's loader. */
+function startWorker(options: WorkerOptions): Worker {
+  if (!FROM_SOURCE) return new Worker(WORKER_URL, options);
+  // Loader hooks of the parent are not inherited by worker threads on Node 20: register tsx in the thread.
+  const boot = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(WORKER_URL.href)}); })`;
+  return new Worker(boot, { ...options, eval: true });
+}

@@ -1,0 +1,37 @@
+// Content that can never be delivered is refused at acceptance, naming the field, before anything is written.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_LIMITS } from '../../src/rendering/liquid.js';
+import { type TestContext, createTestContext } from '../helpers/context.js';
+import { countAcceptedSends } from '../helpers/sends.js';
+import { STORAGE_KINDS } from '../helpers/storage.js';
+
+describe.each(STORAGE_KINDS)('send content bounds (%s)', (kind) => {
+  let t: TestContext;
+  beforeAll(async () => {
+    t = await createTestContext(kind);
+  });
+  afterAll(() => t.close());
+
+  const send = (type: string, html: string) =>
+    t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type, to: { id: 'bounds-user', email: 'b@clarion.test' }, email: { subject: 'Hi', html } } });
+
+  it('refuses a 24 MB email html with 400 VALIDATION_FAILED naming the field, and stores nothing', async () => {
+    const res = await send('bounds_huge', `<p>${'x'.repeat(24_000_000)}</p>`);
+    expect(res.statusCode).toBe(400);
+    const body = res.json();
+    expect(body.error.code).toBe('VALIDATION_FAILED');
+    expect(body.error.message).toContain('html');
+    expect(await countAcceptedSends(t.deps, { notification_id: 'bounds_huge' })).toBe(0);
+  });
+
+  it('accepts html at the bound and refuses one character more', async () => {
+    const bound = DEFAULT_LIMITS.parseLimit;
+    expect(bound).toBe(2_000_000);
+    expect((await send('bounds_at', 'x'.repeat(bound))).statusCode).toBe(202);
+    const over = await send('bounds_over', 'x'.repeat(bound + 1));
+    expect(over.statusCode).toBe(400);
+    expect(over.json().error.message).toContain('html');
+    expect(await countAcceptedSends(t.deps, { notification_id: 'bounds_at' })).toBe(1);
+    expect(await countAcceptedSends(t.deps, { notification_id: 'bounds_over' })).toBe(0);
+  });
+});

@@ -1,0 +1,50 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { TemplateRenderError } from '../../src/rendering/liquid.js';
+import { RenderPool } from '../../src/rendering/render-pool.js';
+
+describe('RenderPool', () => {
+  const pool = new RenderPool({ size: 1, deadlineMs: 300 });
+  afterAll(() => pool.close());
+
+  it('renders channel content on a thread, components included', async () => {
+    const out = await pool.render('EMAIL', { subject: 'Hi {{ name }}', html: "<p>{{ name }}</p>{% component 'footer' %}", internal: 'dropped' }, { name: '<Ada>' }, {
+      resolveComponents: async (ids) => Object.fromEntries(ids.map((id) => [id, `<footer>${id} {{ name | upcase }}</footer>`])),
+    });
+    expect(out).toEqual({ subject: 'Hi <Ada>', html: '<p>&lt;Ada&gt;</p><footer>footer &lt;ADA&gt;</footer>' });
+  });
+
+  it('reports template errors as TemplateRenderError naming the field', async () => {
+    const err = await pool.render('INAPP_WEB', { title: '{{ x | nosuchfilter }}' }, {}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TemplateRenderError);
+    expect((err as Error).message).toMatch(/^title: .*nosuchfilter/);
+    const missing = await pool.render('EMAIL', { html: "{% component 'gone' %}" }, {}, { resolveComponents: async () => ({}) }).catch((e: unknown) => e);
+    expect((missing as Error).message).toContain("component 'gone' does not exist");
+  });
+
+  it('fails a render past its deadline and replaces the thread for the renders queued behind it', async () => {
+    const slow = pool.render('INAPP_WEB', { title: '{% for a in (1..100000) %}{% for b in (1..100000) %}x{% endfor %}{% endfor %}' }, {});
+    const next = pool.render('INAPP_WEB', { title: 'after {{ n }}' }, { n: 1 });
+    const err = await slow.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TemplateRenderError);
+    expect((err as Error).message).toBe('rendering took longer than 300 ms');
+    expect(await next).toEqual({ title: 'after 1' });
+  });
+
+  it('refuses renders once closed', async () => {
+    const closed = new RenderPool({ size: 1 });
+    await closed.close();
+    await expect(closed.render('INAPP_WEB', { title: 'x' }, {})).rejects.toThrow('closed');
+  });
+});
+
+describe('RenderPool with content that cannot reach a thread', () => {
+  it('fails that render alone', async () => {
+    const pool = new RenderPool({ size: 1 });
+    try {
+      await expect(pool.render('INAPP_WEB', { title: 'x' }, { f: () => 1 })).rejects.toThrow(/could not be cloned/);
+      expect(await pool.render('INAPP_WEB', { title: 'ok {{ n }}' }, { n: 2 })).toEqual({ title: 'ok 2' });
+    } finally {
+      await pool.close();
+    }
+  });
+});
