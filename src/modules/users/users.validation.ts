@@ -1,5 +1,6 @@
 import { createECDH } from 'node:crypto';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
+import { EMAIL_ADDRESS_MAX, isEmailAddress } from '../../channels/email/recipients.js';
 import { AppError, invalid } from '../../errors.js';
 import type { IdentifyPatch, Properties, PropertyValue, PushToken, SlackToken, WebPushToken } from './users.types.js';
 
@@ -9,7 +10,7 @@ import type { IdentifyPatch, Properties, PropertyValue, PushToken, SlackToken, W
  */
 
 export const USER_ID_MAX = 256;
-export const EMAIL_MAX = 254;
+export const EMAIL_MAX = EMAIL_ADDRESS_MAX;
 export const PROPERTY_LIMITS = { keys: 25, keyLength: 64, stringValueLength: 256, serializedBytes: 1024 } as const;
 
 const FIX_PROPERTIES = 'Keep properties to at most 25 keys of at most 64 characters, string/number/boolean values (strings up to 256 characters), and 1 KB serialized.';
@@ -23,11 +24,8 @@ export function validateUserId(id: unknown, field = 'userId'): string {
   return id;
 }
 
-// The WHATWG (HTML input type=email) syntax: what browsers accept, without quoted local parts.
-const EMAIL_RE = /^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$/;
-
 export function validateEmail(value: unknown, field = 'email'): string {
-  if (typeof value !== 'string' || value.length > EMAIL_MAX || !EMAIL_RE.test(value)) {
+  if (!isEmailAddress(value)) {
     throw invalid(`${field} is not a valid email address.`, `Send an address like "alice@example.com" (at most ${EMAIL_MAX} characters, no spaces).`);
   }
   return value;
