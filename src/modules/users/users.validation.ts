@@ -2,6 +2,7 @@ import { createECDH } from 'node:crypto';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { EMAIL_ADDRESS_MAX, isEmailAddress } from '../../channels/email/recipients.js';
 import { AppError, invalid } from '../../errors.js';
+import { hasMaskedValue } from './slack-token.js';
 import type { IdentifyPatch, Properties, PropertyValue, PushToken, SlackToken, WebPushToken } from './users.types.js';
 
 /**
@@ -179,6 +180,9 @@ function parseSlackToken(value: unknown): SlackToken {
   if (!isObject(value)) throw invalid('slackToken must be an object (the OAuth v2 access response).', 'Send the object returned by oauth.v2.access, or null to remove it.');
   if (value.ok !== undefined && typeof value.ok !== 'boolean') throw invalid('slackToken.ok must be a boolean.');
   if (value.access_token !== undefined && typeof value.access_token !== 'string') throw invalid('slackToken.access_token must be a string.');
+  if (hasMaskedValue(value)) {
+    throw invalid('slackToken carries a masked token (as reads show it), not the token itself.', 'Send the oauth.v2.access response as Slack returned it, or leave slackToken out to keep the stored one.');
+  }
   return value as SlackToken;
 }
 
