@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { buildDeps, createLogger } from '../../src/deps.js';
@@ -8,6 +9,7 @@ import type { App } from '../../src/http/types.js';
 import { redactUrl } from '../../src/http/request-logger.js';
 import { Secrets } from '../../src/secrets.js';
 import { testConfig } from '../helpers/context.js';
+import { eventually } from '../helpers/wait.js';
 import { type TestStorage, createTestStorage } from '../helpers/storage.js';
 
 const HASH = 'c2VjcmV0LWhhc2gtb2YtdGhlLXVzZXI';
@@ -52,6 +54,20 @@ describe('request logs at info level', () => {
     expect(logged).toContain('incoming request');
     expect(logged).not.toContain(HASH);
     expect(logged).toContain(`${param}=[REDACTED]`);
+  });
+
+  it('never carry the credential of a real websocket upgrade', async () => {
+    const address = await app.listen({ port: 0, host: '127.0.0.1' });
+    const before = lines.length;
+    const ws = new WebSocket(`${address.replace('http', 'ws')}/?envId=client-1&userId=u-1&userIdHash=${HASH}`);
+    await new Promise<void>((resolve) => {
+      ws.on('close', () => resolve());
+      ws.on('error', () => resolve());
+    });
+    await eventually(async () => lines.slice(before).some((l) => l.includes('incoming request')) || undefined, 5000, 'the upgrade logged');
+    const logged = lines.slice(before).join('');
+    expect(logged).not.toContain(HASH);
+    expect(logged).toContain('userIdHash=[REDACTED]');
   });
 
   it('keeps the other parameters readable', async () => {
