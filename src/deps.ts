@@ -6,6 +6,7 @@ import { V7Generator } from 'uuidv7';
 import type { Config } from './config.js';
 import { ApiLoad } from './load.js';
 import { type Queue, type QueueOptions, createQueue } from './queue/index.js';
+import { requestLogSerializers } from './http/request-logger.js';
 import { Secrets, loadRootKey } from './secrets.js';
 import { type Storage, openStorage } from './storage/db.js';
 import type { CoreTables } from './storage/schema.js';
@@ -68,8 +69,8 @@ export const REDACTED_LOG_PATHS = [
   '*.password',
 ];
 
-export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
-  return pino({ level: config.logLevel, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' } });
+export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream): Logger {
+  return pino({ level: config.logLevel, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: requestLogSerializers }, destination);
 }
 
 export interface BuildDepsOverrides {

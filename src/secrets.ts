@@ -63,7 +63,7 @@ export function loadRootKey(configured: string | undefined, dataDir: string): Bu
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
-  fs.mkdirSync(dataDir, { recursive: true });
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
   try {
     fs.writeFileSync(file, key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });

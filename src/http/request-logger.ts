@@ -69,3 +69,51 @@ class LazyChildLogger {
     return this.real;
   }
 }
+
+/** Query parameters whose values are credentials (in-app user hashes, tokens, signatures, OAuth codes). */
+const CREDENTIAL_PARAM = /hash|token|secret|key|sig|password|passwd|credential|auth|session|^code$/i;
+
+/**
+ * The request URL with the values of credential-bearing query parameters replaced, for logs:
+ * the in-app websocket and REST clients carry `userIdHash` in the query string. URLs without a
+ * query string (most requests) are returned as they are.
+ */
+export function redactUrl(url: string): string {
+  const q = url.indexOf('?');
+  if (q === -1) return url;
+  const params = url.slice(q + 1).split('&');
+  let changed = false;
+  for (let i = 0; i < params.length; i++) {
+    const param = params[i]!;
+    const eq = param.indexOf('=');
+    if (eq === -1) continue;
+    let name = param.slice(0, eq);
+    try {
+      name = decodeURIComponent(name.replace(/\+/g, ' '));
+    } catch {
+      // a malformed escape in a name: judge the raw text
+    }
+    if (!CREDENTIAL_PARAM.test(name)) continue;
+    params[i] = `${param.slice(0, eq)}=[REDACTED]`;
+    changed = true;
+  }
+  return changed ? `${url.slice(0, q)}?${params.join('&')}` : url;
+}
+
+interface LoggedRequest {
+  method: string;
+  url: string;
+  host?: string;
+  ip?: string;
+  socket?: { remotePort?: number };
+}
+
+/**
+ * pino serializers for the root logger; they take precedence over Fastify's own `req` serializer,
+ * which would log the URL with its query string as received.
+ */
+export const requestLogSerializers = {
+  req(req: LoggedRequest) {
+    return { method: req.method, url: redactUrl(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort };
+  },
+};

@@ -66,50 +66,97 @@ ALWAYS_BLOCKED.addSubnet('240.0.0.0', 4, 'ipv4'); // reserved + broadcast
 ALWAYS_BLOCKED.addAddress('::', 'ipv6'); // unspecified
 ALWAYS_BLOCKED.addSubnet('ff00::', 8, 'ipv6'); // multicast
 
-/** Internal targets, reachable only with allowPrivateNetworks. */
-const PRIVATE = new BlockList();
-PRIVATE.addSubnet('10.0.0.0', 8, 'ipv4');
-PRIVATE.addSubnet('100.64.0.0', 10, 'ipv4'); // CGNAT
-PRIVATE.addSubnet('127.0.0.0', 8, 'ipv4');
-PRIVATE.addSubnet('169.254.0.0', 16, 'ipv4'); // link-local, cloud metadata 169.254.169.254
-PRIVATE.addSubnet('172.16.0.0', 12, 'ipv4');
-PRIVATE.addSubnet('192.0.0.0', 24, 'ipv4'); // IETF protocol assignments
-PRIVATE.addSubnet('192.168.0.0', 16, 'ipv4');
-PRIVATE.addSubnet('198.18.0.0', 15, 'ipv4'); // benchmarking
-PRIVATE.addAddress('::1', 'ipv6');
-PRIVATE.addSubnet('fc00::', 7, 'ipv6'); // unique local
-PRIVATE.addSubnet('fe80::', 10, 'ipv6'); // link-local
-PRIVATE.addSubnet('fec0::', 10, 'ipv6'); // old site-local
+/** Internal or non-global IPv4 targets, reachable only with allowPrivateNetworks. */
+const PRIVATE_V4 = new BlockList();
+PRIVATE_V4.addSubnet('10.0.0.0', 8, 'ipv4');
+PRIVATE_V4.addSubnet('100.64.0.0', 10, 'ipv4'); // CGNAT
+PRIVATE_V4.addSubnet('127.0.0.0', 8, 'ipv4');
+PRIVATE_V4.addSubnet('169.254.0.0', 16, 'ipv4'); // link-local, cloud metadata 169.254.169.254
+PRIVATE_V4.addSubnet('172.16.0.0', 12, 'ipv4');
+PRIVATE_V4.addSubnet('192.0.0.0', 24, 'ipv4'); // IETF protocol assignments
+PRIVATE_V4.addSubnet('192.0.2.0', 24, 'ipv4'); // TEST-NET-1
+PRIVATE_V4.addSubnet('192.168.0.0', 16, 'ipv4');
+PRIVATE_V4.addSubnet('198.18.0.0', 15, 'ipv4'); // benchmarking
+PRIVATE_V4.addSubnet('198.51.100.0', 24, 'ipv4'); // TEST-NET-2
+PRIVATE_V4.addSubnet('203.0.113.0', 24, 'ipv4'); // TEST-NET-3
 
-/** IPv4 carried inside IPv6 (::ffff:a.b.c.d, ::a.b.c.d, NAT64 64:ff9b::a.b.c.d) is judged as IPv4. */
-function embeddedIpv4(address: string): string | undefined {
-  const lower = address.toLowerCase();
-  const dotted = /^(?:::ffff:|::|64:ff9b::)(\d{1,3}(?:\.\d{1,3}){3})$/.exec(lower);
-  if (dotted) return dotted[1];
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (hex) {
-    const hi = parseInt(hex[1]!, 16);
-    const lo = parseInt(hex[2]!, 16);
-    return [hi >> 8, hi & 255, lo >> 8, lo & 255].join('.');
-  }
+/** Global unicast: the only IPv6 space reachable without allowPrivateNetworks... */
+const GLOBAL_V6 = new BlockList();
+GLOBAL_V6.addSubnet('2000::', 3, 'ipv6');
+/** ...minus the parts of it IANA marks as not globally reachable. */
+const NON_GLOBAL_V6 = new BlockList();
+NON_GLOBAL_V6.addSubnet('2001:2::', 48, 'ipv6'); // benchmarking
+NON_GLOBAL_V6.addSubnet('2001:10::', 28, 'ipv6'); // ORCHID (deprecated)
+NON_GLOBAL_V6.addSubnet('2001:20::', 28, 'ipv6'); // ORCHIDv2
+NON_GLOBAL_V6.addSubnet('2001:db8::', 32, 'ipv6'); // documentation
+NON_GLOBAL_V6.addSubnet('3fff::', 20, 'ipv6'); // documentation (RFC 9637)
+NON_GLOBAL_V6.addSubnet('5f00::', 16, 'ipv6'); // SRv6 SIDs
+
+/** The eight 16-bit groups of an address isIP() already accepted as IPv6 (zone id dropped). */
+function ipv6Groups(address: string): number[] {
+  const bare = address.split('%')[0]!.toLowerCase();
+  const toGroups = (part: string): number[] => {
+    if (part === '') return [];
+    return part.split(':').flatMap((piece) => {
+      if (!piece.includes('.')) return [parseInt(piece, 16)];
+      const [a, b, c, d] = piece.split('.').map(Number) as [number, number, number, number];
+      return [(a << 8) | b, (c << 8) | d];
+    });
+  };
+  const [head, tail] = bare.split('::') as [string, string | undefined];
+  const left = toGroups(head);
+  if (tail === undefined) return left;
+  const right = toGroups(tail);
+  return [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
+}
+
+function ipv4FromGroups(hi: number, lo: number): string {
+  return [hi >> 8, hi & 255, lo >> 8, lo & 255].join('.');
+}
+
+/**
+ * Every IPv4 address an IPv6 address carries and that traffic to it would reach: IPv4-mapped
+ * (::ffff:0:0/96), SIIT (::ffff:0:0:0/96), IPv4-compatible (::/96), NAT64 (64:ff9b::/96), 6to4
+ * (2002::/16) and Teredo (2001::/32: server, and client XOR 0xffff). An empty list: none.
+ */
+function embeddedIpv4(g: readonly number[]): string[] {
+  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  const last = ipv4FromGroups(g[6]!, g[7]!);
+  if (zeros(0, 5) && g[5] === 0xffff) return [last];
+  if (zeros(0, 4) && g[4] === 0xffff && g[5] === 0) return [last];
+  if (zeros(0, 6)) return [last];
+  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return [last];
+  if (g[0] === 0x2002) return [ipv4FromGroups(g[1]!, g[2]!)];
+  if (g[0] === 0x2001 && g[1] === 0) return [ipv4FromGroups(g[2]!, g[3]!), ipv4FromGroups(g[6]! ^ 0xffff, g[7]! ^ 0xffff)];
+  return [];
+}
+
+function ipv4Reason(ip: string, allowPrivateNetworks: boolean, allowAddresses: readonly string[]): string | undefined {
+  if (ALWAYS_BLOCKED.check(ip, 'ipv4')) return 'unspecified, multicast or reserved address';
+  if (!allowPrivateNetworks && PRIVATE_V4.check(ip, 'ipv4') && !allowAddresses.includes(ip)) return 'loopback, private or link-local address';
   return undefined;
 }
 
 /** Why an IP address may not be fetched from, or undefined when it may. */
 export function blockedReason(address: string, allowPrivateNetworks = false, allowAddresses: readonly string[] = []): string | undefined {
-  let ip = address.replace(/^\[|\]$/g, '');
-  let family = isIP(ip);
+  const ip = address.replace(/^\[|\]$/g, '');
+  const family = isIP(ip);
   if (family === 0) return 'not an IP address';
-  if (family === 6) {
-    const v4 = embeddedIpv4(ip);
-    if (v4) {
-      ip = v4;
-      family = 4;
-    }
+  if (family === 4) return ipv4Reason(ip, allowPrivateNetworks, allowAddresses);
+  const bare = ip.split('%')[0]!;
+  if (ALWAYS_BLOCKED.check(bare, 'ipv6')) return 'unspecified, multicast or reserved address';
+  const groups = ipv6Groups(bare);
+  // ::1 reads as IPv4-compatible 0.0.0.1; it is loopback, not "this network".
+  const isLoopback = groups.slice(0, 7).every((x) => x === 0) && groups[7] === 1;
+  const carried = isLoopback ? [] : embeddedIpv4(groups);
+  for (const v4 of carried) {
+    const reason = ipv4Reason(v4, allowPrivateNetworks, allowAddresses);
+    if (reason) return `${reason} (${v4} inside ${bare})`;
   }
-  const type = family === 4 ? 'ipv4' : 'ipv6';
-  if (ALWAYS_BLOCKED.check(ip, type)) return 'unspecified, multicast or reserved address';
-  if (!allowPrivateNetworks && PRIVATE.check(ip, type) && !allowAddresses.includes(ip)) return 'loopback, private or link-local address';
+  if (allowPrivateNetworks || allowAddresses.includes(ip) || allowAddresses.includes(bare)) return undefined;
+  // An IPv4-carrying form outside 2000::/3 (mapped, NAT64) is judged by its IPv4 alone.
+  if (carried.length > 0 && !GLOBAL_V6.check(bare, 'ipv6')) return undefined;
+  if (!GLOBAL_V6.check(bare, 'ipv6') || NON_GLOBAL_V6.check(bare, 'ipv6')) return 'loopback, private, link-local or non-global IPv6 address';
   return undefined;
 }
 

@@ -299,9 +299,13 @@ export class PgBossQueue implements Queue, JobBackend {
 
   /** complete() of a batch's jobs in one transaction: one commit instead of one each. */
   async completeMany(jobs: ClaimedJob[]): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      for (const job of jobs) await this.fenced(job, `state = 'completed', completed_on = now(), output = NULL`, [], trx);
-    });
+    // Rows in the heartbeat's order, so the two never wait on each other in a cycle.
+    const ordered = sortedByRow(jobs);
+    await retryDeadlock(() =>
+      this.db.transaction().execute(async (trx) => {
+        for (const job of ordered) await this.fenced(job, `state = 'completed', completed_on = now(), output = NULL`, [], trx);
+      }),
+    );
   }
 
   async retry(job: ClaimedJob, delayMs: number, error: string): Promise<void> {
@@ -327,20 +331,56 @@ export class PgBossQueue implements Queue, JobBackend {
     }
   }
 
+  /**
+   * Extends the lock of this worker's jobs. Rows are locked in (name, id) order, the order
+   * completeMany locks them in too; pg-boss's maintenance (expiring jobs) locks in its own order
+   * and may still deadlock with us (40P01): a heartbeat is idempotent, so it is retried.
+   * Fenced by the claim's started_on, so a worker whose claim expired and was taken by another
+   * does not renew the other's lock (two workers beating the same rows).
+   */
   async heartbeat(jobs: ClaimedJob[]): Promise<void> {
-    const byName = new Map<string, string[]>();
-    for (const job of jobs) {
+    const byName = new Map<string, { uuids: string[]; tokens: unknown[] }>();
+    for (const job of sortedByRow(jobs)) {
       const ref = parseId(job.id)!;
-      byName.set(ref.name, [...(byName.get(ref.name) ?? []), ref.uuid]);
+      const entry = byName.get(ref.name) ?? { uuids: [], tokens: [] };
+      entry.uuids.push(ref.uuid);
+      entry.tokens.push(job.token);
+      byName.set(ref.name, entry);
     }
-    for (const [name, uuids] of byName) {
+    for (const [name, { uuids, tokens }] of byName) {
       // pg-boss expires an active job when started_on + expire_in < now().
-      await this.exec(
-        this.db,
-        `UPDATE ${this.schema}.job SET expire_in = (now() - started_on) + $3::double precision * interval '1 millisecond'
-         WHERE name = $1 AND id = ANY($2::uuid[]) AND state = 'active'`,
-        [name, uuids, this.lockMs],
+      await retryDeadlock(() =>
+        this.exec(
+          this.db,
+          `WITH claims AS (SELECT * FROM unnest($2::uuid[], $3::timestamptz[]) AS c(id, token)),
+           locked AS (
+             SELECT j.id FROM ${this.schema}.job j JOIN claims c ON c.id = j.id
+             WHERE j.name = $1 AND j.state = 'active' AND abs(extract(epoch from (j.started_on - c.token))) < 0.001
+             ORDER BY j.id FOR UPDATE OF j
+           )
+           UPDATE ${this.schema}.job j SET expire_in = (now() - j.started_on) + $4::double precision * interval '1 millisecond'
+           FROM locked WHERE j.name = $1 AND j.id = locked.id`,
+          [name, uuids, tokens, this.lockMs],
+        ),
       );
+    }
+  }
+}
+
+/** Jobs in the order their rows are locked everywhere in this file: by name, then id. */
+function sortedByRow(jobs: ClaimedJob[]): ClaimedJob[] {
+  return [...jobs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+const DEADLOCK_RETRIES = 3;
+
+/** Runs a statement (or transaction) again when PostgreSQL chose it as a deadlock victim. */
+async function retryDeadlock<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if ((err as { code?: string }).code !== '40P01' || attempt > DEADLOCK_RETRIES) throw err;
     }
   }
 }

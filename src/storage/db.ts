@@ -46,7 +46,7 @@ export function openStorage(options: StorageOptions): Storage {
     return wrap(db, 'postgres', options.pgSchema);
   }
   const file = options.sqliteFile ?? ':memory:';
-  if (file !== ':memory:') fs.mkdirSync(path.dirname(file), { recursive: true });
+  if (file !== ':memory:') createPrivateFile(file);
   const database = new SQLite(file);
   database.pragma('journal_mode = WAL');
   // NORMAL is durable across process crashes in WAL mode (only an OS crash can lose the last commits).
@@ -55,6 +55,25 @@ export function openStorage(options: StorageOptions): Storage {
   database.pragma('busy_timeout = 5000');
   const db = new Kysely<CoreTables>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) });
   return { ...wrap(db, 'sqlite'), sqlite: database };
+}
+
+/**
+ * The database holds every user's data: its directory is created 0700 and the file 0600 before
+ * SQLite opens it, whatever the umask. SQLite gives the -wal and -shm files it creates the mode of
+ * the main file, so they are 0600 too. An existing file keeps the mode its owner gave it.
+ */
+function createPrivateFile(file: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'wx', 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return;
+    throw err;
+  }
+  // openSync's mode is filtered by the umask; 0600 is what we mean.
+  fs.fchmodSync(fd, 0o600);
+  fs.closeSync(fd);
 }
 
 /**

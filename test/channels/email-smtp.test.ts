@@ -145,6 +145,17 @@ describe('SMTP provider against a local SMTP server', () => {
     expect((await peer.waitFor(1))[0]!.envelope.to).toEqual(['ada@example.test']);
   });
 
+  it('never reads a cc or bcc entry as a list of recipients (sends accepted before entries were checked)', async () => {
+    peer = await startSmtpPeer();
+    provider = new SmtpEmailProvider({ url: peer.url });
+    await provider.send(message({ cc: ['cc1@example.test, extra1@example.test'], bcc: ['audit@example.test;extra2@example.test'] }));
+    const [mail] = await peer.waitFor(1);
+    const rcpt = mail!.envelope.to;
+    expect(rcpt).toContain('ada@example.test');
+    expect(rcpt).not.toContain('extra1@example.test');
+    expect(rcpt).not.toContain('extra2@example.test');
+  });
+
   it('451 on RCPT: retryable, not a bad address', async () => {
     peer = await startSmtpPeer({ reject: { 'ada@example.test': 451 } });
     provider = new SmtpEmailProvider({ url: peer.url });

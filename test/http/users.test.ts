@@ -41,7 +41,8 @@ describe.each(STORAGE_KINDS)('users (%s)', (kind) => {
       number: '+14155550123',
       timezone: 'America/New_York',
       slackChannel: '#alerts',
-      slackToken: { ok: true, access_token: 'xoxb-1', team: { id: 'T1', name: 'Team' } },
+      // Masked on every read (short tokens show only their kind).
+      slackToken: { ok: true, access_token: 'xoxb-…', team: { id: 'T1', name: 'Team' } },
       pushTokens: [
         { type: 'FCM', token: 'fcm-token-1', device: { device_id: 'pixel-1' }, environment: 'undefined' },
         { type: 'APN', token: 'apn-1', device: { device_id: 'iphone', model: '15' }, environment: 'production' },

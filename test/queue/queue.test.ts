@@ -1,5 +1,8 @@
+import { CompiledQuery } from 'kysely';
+import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type JobContext, PermanentJobError, RetryJobError } from '../../src/queue/index.js';
+import type { PgBossQueue } from '../../src/queue/pgboss-queue.js';
 import { SqliteQueue } from '../../src/queue/sqlite-queue.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { type QueueEnv, deferred, queueEnv, sleep, waitFor } from './helpers.js';
@@ -445,5 +448,72 @@ describe('sqlite queue purge', () => {
     expect(await weeksOn.purge()).toBe(1);
     expect(await env.job(failed)).toBeUndefined();
     expect((await env.job(waiting))?.state).toBe('waiting');
+  });
+});
+
+describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('pg-boss lock heartbeat on %s', (kind) => {
+  let env: QueueEnv;
+  let other: pg.Client | undefined;
+  beforeEach(async () => {
+    env = await queueEnv(kind);
+  });
+  afterEach(async () => {
+    await other?.end().catch(() => undefined);
+    other = undefined;
+    await env.cleanup();
+  });
+
+  it('a heartbeat chosen as a deadlock victim (40P01) is retried, not reported', async () => {
+    // Explicit interleaving, as pg-boss maintenance or another worker's transaction can cause it:
+    // the heartbeat holds job 1 and waits for job 2, which the other transaction holds while it
+    // asks for job 1.
+    const q = env.queue({ lockMs: 60_000 }) as unknown as PgBossQueue;
+    await q.prepare(['t.hb']);
+    await q.enqueue(env.storage.db, 't.hb', { n: 1 });
+    await q.enqueue(env.storage.db, 't.hb', { n: 2 });
+    const jobs = await q.claim('t.hb', 2);
+    expect(jobs).toHaveLength(2);
+    const [first, second] = [...jobs].sort((a, b) => (a.id < b.id ? -1 : 1)) as [(typeof jobs)[0], (typeof jobs)[0]];
+    const uuid = (id: string) => id.slice(-36);
+    const table = `${env.bossSchema}.job`;
+
+    other = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await other.connect();
+    // The heartbeat's session (1 s default) detects the cycle first and is the one aborted.
+    await other.query(`set deadlock_timeout = '60s'`);
+    await other.query('begin');
+    await other.query(`update ${table} set priority = priority where id = $1`, [uuid(second.id)]);
+
+    const beat = q.heartbeat([second, first]).then(
+      () => 'ok',
+      (err: { code?: string }) => err.code ?? String(err),
+    );
+    // Watched from another connection: inside a transaction pg_stat_activity is a frozen snapshot.
+    const waiting = () =>
+      env.storage.db.executeQuery(
+        CompiledQuery.raw(`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%' || $1 || '%' and query like '%expire_in%'`, [table]),
+      );
+    await waitFor(async () => (await waiting()).rows.length > 0, 10_000, 'the heartbeat waiting for job 2');
+    await other.query(`update ${table} set priority = priority where id = $1`, [uuid(first.id)]);
+    await other.query('commit');
+
+    expect(await beat).toBe('ok');
+    const { rows } = await other.query<{ secs: number }>(`select extract(epoch from (started_on + expire_in - now()))::float8 as secs from ${table} where name = 't.hb'`);
+    for (const row of rows) expect(row.secs).toBeGreaterThan(50);
+  });
+
+  it('does not renew a claim that is no longer the job\'s: a stale worker beating another worker\'s job', async () => {
+    const q = env.queue({ lockMs: 60_000 }) as unknown as PgBossQueue;
+    await q.prepare(['t.hb']);
+    await q.enqueue(env.storage.db, 't.hb', { n: 1 });
+    const [job] = await q.claim('t.hb', 1);
+    const table = `${env.bossSchema}.job`;
+    other = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await other.connect();
+    // Another worker's claim: a later started_on, a short lock.
+    await other.query(`update ${table} set started_on = started_on + interval '1 second', expire_in = interval '5 seconds' where id = $1`, [job!.id.slice(-36)]);
+    await q.heartbeat([job!]);
+    const { rows } = await other.query<{ secs: number }>(`select extract(epoch from expire_in)::float8 as secs from ${table} where id = $1`, [job!.id.slice(-36)]);
+    expect(rows[0]!.secs).toBe(5);
   });
 });

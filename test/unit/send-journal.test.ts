@@ -4,7 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { journalChunk, journalEntry, parseMessages } from '../../src/modules/sending/send-intake.repository.js';
 import type { MessageRow } from '../../src/modules/sending/sending.tables.js';
 import type { UserRow } from '../../src/modules/users/users.repository.js';
+import { randomBytes } from 'node:crypto';
+import { Secrets } from '../../src/secrets.js';
 import { planRecipientUpsert, recipientColumns } from '../../src/modules/users/users.service.js';
+
+const secrets = new Secrets(randomBytes(32));
 
 function message(overrides: Partial<MessageRow> = {}): MessageRow {
   return {
@@ -83,15 +87,15 @@ describe('recipient read', () => {
 
   it('decides "no write" from those columns alone when nothing changes', () => {
     const patch = { email: 'old@example.com', properties: { plan: 'pro' } };
-    const plan = planRecipientUpsert(only(recipientColumns(patch)), 'acc-1', 'env-1', 'u-1', patch, now);
+    const plan = planRecipientUpsert(only(recipientColumns(patch)), 'acc-1', 'env-1', 'u-1', patch, now, secrets);
     expect(plan.write).toBeNull();
     expect(plan.row.email).toBe('old@example.com');
   });
 
   it('plans an update that keeps every column the patch does not set', () => {
     const patch = { email: 'new@example.com', properties: { seats: 4, plan: null } };
-    expect(planRecipientUpsert(only(recipientColumns(patch)), 'acc-1', 'env-1', 'u-1', patch, now).write).toBe('update');
-    const plan = planRecipientUpsert(stored, 'acc-1', 'env-1', 'u-1', patch, now);
+    expect(planRecipientUpsert(only(recipientColumns(patch)), 'acc-1', 'env-1', 'u-1', patch, now, secrets).write).toBe('update');
+    const plan = planRecipientUpsert(stored, 'acc-1', 'env-1', 'u-1', patch, now, secrets);
     expect(plan).toEqual({
       write: 'update',
       row: { ...stored, email: 'new@example.com', properties: JSON.stringify({ seats: 4 }), updated_at: now },

@@ -95,6 +95,80 @@ describe('blockedReason', () => {
   });
 });
 
+describe('blockedReason: IPv4 inside IPv6, and only global unicast IPv6', () => {
+  // [address, refused without allowPrivateNetworks, refused even with it]
+  it.each([
+    // IPv4-mapped ::ffff:0:0/96
+    ['::ffff:127.0.0.1', true, false],
+    ['::ffff:7f00:1', true, false],
+    ['::ffff:8.8.8.8', false, false],
+    // IPv4-compatible ::/96
+    ['::127.0.0.1', true, false],
+    ['::7f00:1', true, false],
+    ['::a9fe:a9fe', true, false],
+    ['::8.8.8.8', false, false],
+    // SIIT ::ffff:0:0:0/96
+    ['::ffff:0:127.0.0.1', true, false],
+    ['::ffff:0:7f00:1', true, false],
+    ['::ffff:0:a00:1', true, false],
+    ['::ffff:0:808:808', false, false],
+    // NAT64 well-known 64:ff9b::/96
+    ['64:ff9b::127.0.0.1', true, false],
+    ['64:ff9b::a9fe:a9fe', true, false],
+    ['64:ff9b::808:808', false, false],
+    // NAT64 local-use 64:ff9b:1::/48 is routed locally by definition
+    ['64:ff9b:1::808:808', true, false],
+    ['64:ff9b:1:7f00:1::', true, false],
+    // 6to4 2002::/16, IPv4 in bits 16-48
+    ['2002:7f00:1::', true, false],
+    ['2002:a9fe:a9fe::1', true, false],
+    ['2002:c0a8:101::1', true, false],
+    ['2002:808:808::1', false, false],
+    // Teredo 2001::/32: server in bits 32-64, client XOR 0xffff in the last 32 bits
+    ['2001:0:808:808:0:0:80ff:fffe', true, false], // client 127.0.0.1
+    ['2001:0:808:808:0:0:5601:5601', true, false], // client 169.254.169.254
+    ['2001:0:a00:1:0:0:f7f7:f7f7', true, false], // server 10.0.0.1
+    ['2001:0:808:808:0:0:f7f7:f7f7', false, false], // server and client 8.8.8.8
+    // non-global IPv6
+    ['fc00::1', true, false],
+    ['fd12:3456::1', true, false],
+    ['fe80::1', true, false],
+    ['fe80::1%eth0', true, false],
+    ['fec0::1', true, false],
+    ['2001:db8::1', true, false],
+    ['100::1', true, false],
+    ['2001:10::1', true, false],
+    ['2001:20::1', true, false],
+    ['2001:2::1', true, false],
+    ['3fff::1', true, false],
+    ['4000::1', true, false],
+    ['::1', true, false],
+    ['ff02::1', true, true],
+    ['ff05::2', true, true],
+    ['::', true, true],
+    ['::ffff:0.0.0.0', true, true],
+    ['::ffff:224.0.0.1', true, true],
+    ['::2', true, true], // IPv4-compatible 0.0.0.2
+    // global unicast
+    ['2606:4700:4700::1111', false, false],
+    ['2a00:1450:4001:80b::200e', false, false],
+    ['[2001:4860:4860::8888]', false, false],
+  ])('%s: refused %s, refused with allowPrivateNetworks %s', (ip, refused, refusedWhenPrivateAllowed) => {
+    expect(blockedReason(ip) !== undefined).toBe(refused);
+    expect(blockedReason(ip, true) !== undefined).toBe(refusedWhenPrivateAllowed);
+  });
+
+  it('names the IPv4 it found inside', () => {
+    expect(blockedReason('2002:a9fe:a9fe::1')).toMatch(/169\.254\.169\.254 inside 2002:a9fe:a9fe::1/);
+  });
+
+  it('allowAddresses lets one internal address through in its IPv4 form', () => {
+    expect(blockedReason('::ffff:10.0.0.7', false, ['10.0.0.7'])).toBeUndefined();
+    expect(blockedReason('::ffff:10.0.0.8', false, ['10.0.0.7'])).toBeDefined();
+    expect(blockedReason('fd00::7', false, ['fd00::7'])).toBeUndefined();
+  });
+});
+
 describe('safeFetch', () => {
   it.each([
     ['loopback', 'http://127.0.0.1:1/x'],

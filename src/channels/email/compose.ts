@@ -74,6 +74,8 @@ export interface ComposedEmail {
   attachments: ResolvedAttachment[];
 }
 
+const oneAddress = (address: string): Mail.Address => ({ name: '', address });
+
 /** Everything a transport needs to build the MIME message; URL attachments are downloaded here. */
 export async function composeEmail(message: EmailMessage, fetchOptions: AttachmentFetchOptions = {}): Promise<ComposedEmail> {
   const attachments = await resolveAttachments(message.attachments, fetchOptions);
@@ -83,9 +85,10 @@ export async function composeEmail(message: EmailMessage, fetchOptions: Attachme
   const options: Mail.Options = {
     from: message.from.name ? { name: message.from.name, address: message.from.address } : message.from.address,
     to: message.to.name ? { name: message.to.name, address: message.to.address } : message.to.address,
-    ...(message.replyTo?.length ? { replyTo: message.replyTo } : {}),
-    ...(message.cc?.length ? { cc: message.cc } : {}),
-    ...(message.bcc?.length ? { bcc: message.bcc } : {}),
+    // As address objects: nodemailer would read a string entry "a@x, b@y" as a list of recipients.
+    ...(message.replyTo?.length ? { replyTo: message.replyTo.map(oneAddress) } : {}),
+    ...(message.cc?.length ? { cc: message.cc.map(oneAddress) } : {}),
+    ...(message.bcc?.length ? { bcc: message.bcc.map(oneAddress) } : {}),
     subject: message.subject,
     html,
     text,

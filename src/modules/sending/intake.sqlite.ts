@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import type { SqliteQueue } from '../../queue/sqlite-queue.js';
 import { autoCreatedTypeRow } from '../types/types.service.js';
 import type { UserRow } from '../users/users.repository.js';
+import type { TokenSealer } from '../users/slack-token.js';
 import { planRecipientUpsert, recipientColumns } from '../users/users.service.js';
 import { Batcher, type Settled as SettledOf } from '../../storage/batcher.js';
 import { INGEST_CHUNK, INGEST_SENDS_JOB, type IntakeOutcome, type IntakeUnit, type SendIntake } from './intake.js';
@@ -53,6 +54,8 @@ export class SqliteIntake implements SendIntake {
     private readonly db: Kysely<any>,
     private readonly sqlite: SQLite.Database,
     private readonly queue: SqliteQueue,
+    /** Seals a recipient's slackToken (see users/slack-token.ts). */
+    private readonly secrets: TokenSealer,
     maxBatch = 64,
   ) {
     this.batcher = new Batcher((units) => this.commit(units), maxBatch);
@@ -114,10 +117,10 @@ export class SqliteIntake implements SendIntake {
     const { userId, patch } = unit.recipient;
     // No concurrent write is possible here: this connection is SQLite's one writer for the batch.
     const stored = this.recipientProbe(patch).get(accountId, envId, userId) as UserRow | undefined;
-    let plan = planRecipientUpsert(stored, accountId, envId, userId, patch, unit.now);
+    let plan = planRecipientUpsert(stored, accountId, envId, userId, patch, unit.now, this.secrets);
     if (plan.write === 'update') {
       const current = this.statement('SELECT * FROM users WHERE account_id = ? AND env_id = ? AND id = ?').get(accountId, envId, userId) as UserRow;
-      plan = planRecipientUpsert(current, accountId, envId, userId, patch, unit.now);
+      plan = planRecipientUpsert(current, accountId, envId, userId, patch, unit.now, this.secrets);
     }
     const journaled = unit.job.runAt === null;
     const checkCap = () => {

@@ -43,6 +43,6 @@ export interface SendIntake {
 
 /** The SQLite intake when the queue is the embedded one on the same connection, else the repositories'. */
 export function createIntake(deps: Deps, queue: Queue): SendIntake {
-  if (deps.storage.sqlite && queue instanceof SqliteQueue) return new SqliteIntake(deps.db, deps.storage.sqlite, queue);
+  if (deps.storage.sqlite && queue instanceof SqliteQueue) return new SqliteIntake(deps.db, deps.storage.sqlite, queue, deps.secrets);
   return new KyselyIntake(deps, queue);
 }

@@ -5,6 +5,7 @@ import type { Queue } from '../../queue/port.js';
 import { type AccountRow, AccountsRepository } from '../accounts/accounts.repository.js';
 import { currentCycleStart } from '../accounts/billing-cycle.js';
 import { validateInlineAttachments } from '../../channels/email/attachments.js';
+import { validateEmailAddressOptions } from '../../channels/email/recipients.js';
 import { parseRecipient } from '../users/users.service.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
@@ -81,6 +82,7 @@ export class SendingService {
     const now = this.deps.clock.now();
     const runAt = parseSchedule(body.schedule, now);
     validateInlineAttachments(body.options?.email?.attachments ?? []);
+    validateEmailAddressOptions(body.options?.email);
 
     const recipient = parseRecipient(send.to);
 
@@ -171,6 +173,7 @@ export class SendingService {
     normalizeSend({ ...body, type: body.type ?? body.notificationId ?? message.notification_id, to: body.to ?? body.user ?? { id: message.user_id } });
     const runAt = parseSchedule(body.schedule ?? message.scheduled_for ?? undefined, now) ?? now;
     validateInlineAttachments(body.options?.email?.attachments ?? []);
+    validateEmailAddressOptions(body.options?.email);
     const merged: SendBody = { ...JSON.parse(message.request), ...body };
     await this.deps.db.transaction().execute(async (trx) => {
       const repo = new MessagesRepository(trx);

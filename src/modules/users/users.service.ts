@@ -4,6 +4,7 @@ import { invalid, notFound } from '../../errors.js';
 import type { Channel } from '../../http/schemas.js';
 import type { CoreTables } from '../../storage/schema.js';
 import { type UserCursor, type UserRow, UsersRepository } from './users.repository.js';
+import { type TokenSealer, isSealedSlackToken, maskSlackToken, nextSlackTokenColumn, openSlackToken, sealSlackToken } from './slack-token.js';
 import type { IdentifyPatch, Properties, PushToken, SlackToken, Suppressions, User, UserPage, WebPushToken } from './users.types.js';
 import { checkPropertyLimits, normalizePhoneNumber, parseIdentifyInput, validateEmail, validateUserId } from './users.validation.js';
 
@@ -23,7 +24,7 @@ const USER_NOT_FOUND_FIX = 'Create the user with POST /users/{userId} first, or 
  * setSuppression), so it takes plain values and raises AppErrors, never HTTP objects.
  */
 export class UsersService {
-  constructor(private readonly deps: Pick<Deps, 'db' | 'storage' | 'clock'>) {}
+  constructor(private readonly deps: Pick<Deps, 'db' | 'storage' | 'clock' | 'secrets'>) {}
 
   private get lockRows(): boolean {
     return this.deps.storage.dialect === 'postgres';
@@ -49,14 +50,15 @@ export class UsersService {
 
     return this.inTransaction(options.trx, async (trx) => {
       const repo = new UsersRepository(trx, this.lockRows);
-      const created = applyPatch(emptyRow(accountId, envId, userId, now), patch, now, true);
+      const secrets = this.deps.secrets;
+      const created = applyPatch(emptyRow(accountId, envId, userId, now), patch, now, true, secrets);
       // One statement in the common "new user" case; on conflict fall through to merge.
-      if (await repo.insertIfAbsent(created)) return toUser(created);
+      if (await repo.insertIfAbsent(created)) return toUser(created, secrets);
       const current = await repo.findForUpdate(accountId, envId, userId);
       if (!current) throw notFound('User', userId, USER_NOT_FOUND_FIX);
-      const next = applyPatch(current, patch, now, touchLastSeen);
+      const next = applyPatch(current, patch, now, touchLastSeen, secrets);
       await repo.update(accountId, envId, userId, next);
-      return toUser(next);
+      return toUser(next, secrets);
     });
   }
 
@@ -77,22 +79,34 @@ export class UsersService {
       const repo = new UsersRepository(db, this.lockRows);
       // Read without a lock first: a send that changes nothing in the user (the usual repeat
       // send) then writes nothing and does not queue behind other sends to the same user.
-      let plan = planRecipientUpsert(await repo.find(accountId, envId, userId), accountId, envId, userId, patch, now);
+      const secrets = this.deps.secrets;
+      let plan = planRecipientUpsert(await repo.find(accountId, envId, userId), accountId, envId, userId, patch, now, secrets);
       if (plan.write === 'update' && this.lockRows) {
-        plan = planRecipientUpsert(await repo.findForUpdate(accountId, envId, userId), accountId, envId, userId, patch, now);
+        plan = planRecipientUpsert(await repo.findForUpdate(accountId, envId, userId), accountId, envId, userId, patch, now, secrets);
       }
       if (plan.write === 'insert' && !(await repo.insertIfAbsent(plan.row))) {
         // Created by a concurrent request since the read: merge into that one.
-        plan = planRecipientUpsert(await repo.findForUpdate(accountId, envId, userId), accountId, envId, userId, patch, now);
+        plan = planRecipientUpsert(await repo.findForUpdate(accountId, envId, userId), accountId, envId, userId, patch, now, secrets);
       }
       if (plan.write === 'update') await repo.update(accountId, envId, userId, plan.row);
-      return toUser(plan.row);
+      return toUser(plan.row, secrets);
     });
   }
 
   async get(accountId: string, envId: string, userId: string): Promise<User | null> {
     const row = await new UsersRepository(this.deps.db).find(accountId, envId, userId);
-    return row ? toUser(row) : null;
+    return row ? toUser(row, this.deps.secrets) : null;
+  }
+
+  /**
+   * Where a Slack message to this user goes and the user's own token, unmasked: for the Slack
+   * executor only (every other read masks the token). Null when the user does not exist.
+   */
+  async slackDestination(accountId: string, envId: string, userId: string): Promise<{ channel?: string; token?: SlackToken } | null> {
+    const row = await new UsersRepository(this.deps.db).find(accountId, envId, userId);
+    if (!row) return null;
+    const json = openSlackToken(this.deps.secrets, row.slack_token);
+    return { ...(row.slack_channel !== null ? { channel: row.slack_channel } : {}), ...(json ? { token: JSON.parse(json) as SlackToken } : {}) };
   }
 
   /** Like get, but an absent user is a NOT_FOUND error. */
@@ -118,7 +132,7 @@ export class UsersService {
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {
-      users: page.map(toUser),
+      users: page.map((row) => toUser(row, this.deps.secrets)),
       hasMore,
       ...(hasMore && last ? { lastEvaluatedKey: encodeCursor({ createdAt: last.created_at, id: last.id }) } : {}),
     };
@@ -157,7 +171,7 @@ export class UsersService {
   /** The user with the channels they are suppressed on, in one read (the delivery worker's view). */
   async getWithSuppressions(accountId: string, envId: string, userId: string): Promise<{ user: User; suppressions: Suppressions } | null> {
     const row = await new UsersRepository(this.deps.db).find(accountId, envId, userId);
-    return row ? { user: toUser(row), suppressions: parseJson<Suppressions>(row.suppressions) ?? {} } : null;
+    return row ? { user: toUser(row, this.deps.secrets), suppressions: parseJson<Suppressions>(row.suppressions) ?? {} } : null;
   }
 
   async suppressions(accountId: string, envId: string, userId: string): Promise<Suppressions> {
@@ -225,7 +239,7 @@ export class UsersService {
       change(map, now);
       const next: UserRow = { ...row, suppressions: Object.keys(map).length > 0 ? JSON.stringify(map) : null, updated_at: now };
       await repo.update(accountId, envId, userId, { suppressions: next.suppressions, updated_at: now });
-      return toUser(next);
+      return toUser(next, this.deps.secrets);
     });
   }
 }
@@ -266,9 +280,10 @@ export function planRecipientUpsert(
   userId: string,
   patch: IdentifyPatch,
   now: string,
+  secrets: TokenSealer,
 ): { row: UserRow; write: 'insert' | 'update' | null } {
-  if (!current) return { row: applyPatch(emptyRow(accountId, envId, userId, now), patch, now, true), write: 'insert' };
-  const columns = patchedColumns(current, patch);
+  if (!current) return { row: applyPatch(emptyRow(accountId, envId, userId, now), patch, now, true, secrets), write: 'insert' };
+  const columns = patchedColumns(current, patch, secrets);
   for (const column in columns) {
     if (columns[column as keyof UserRow] !== current[column as keyof UserRow]) {
       return { row: { ...current, ...columns, updated_at: now }, write: 'update' };
@@ -337,18 +352,20 @@ const jsonOrNull = (value: unknown[] | object | null | undefined) =>
   value === null || value === undefined || (Array.isArray(value) && value.length === 0) ? null : JSON.stringify(value);
 
 /** Pure merge of a validated patch into a stored row. */
-export function applyPatch(row: UserRow, patch: IdentifyPatch, now: string, touchLastSeen: boolean): UserRow {
-  return { ...row, ...patchedColumns(row, patch), updated_at: now, last_seen_time: touchLastSeen ? now : row.last_seen_time };
+export function applyPatch(row: UserRow, patch: IdentifyPatch, now: string, touchLastSeen: boolean, secrets: TokenSealer): UserRow {
+  return { ...row, ...patchedColumns(row, patch, secrets), updated_at: now, last_seen_time: touchLastSeen ? now : row.last_seen_time };
 }
 
 /** The stored values of the columns `patch` sets, merged with `row` where a field merges (properties). */
-function patchedColumns(row: Partial<UserRow>, patch: IdentifyPatch): Partial<UserRow> {
+function patchedColumns(row: Partial<UserRow>, patch: IdentifyPatch, secrets: TokenSealer): Partial<UserRow> {
   const columns: Partial<UserRow> = {};
   if (patch.email !== undefined) columns.email = patch.email;
   if (patch.number !== undefined) columns.number = patch.number;
   if (patch.timezone !== undefined) columns.timezone = patch.timezone;
   if (patch.slackChannel !== undefined) columns.slack_channel = patch.slackChannel;
-  if (patch.slackToken !== undefined) columns.slack_token = jsonOrNull(patch.slackToken);
+  if (patch.slackToken !== undefined) columns.slack_token = nextSlackTokenColumn(secrets, row.slack_token, jsonOrNull(patch.slackToken));
+  // A token stored before tokens were sealed is sealed by the first write that reads it.
+  else if (typeof row.slack_token === 'string' && !isSealedSlackToken(row.slack_token)) columns.slack_token = sealSlackToken(secrets, row.slack_token);
   if (patch.pushTokens !== undefined) columns.push_tokens = jsonOrNull(patch.pushTokens);
   if (patch.webPushTokens !== undefined) columns.web_push_tokens = jsonOrNull(patch.webPushTokens);
   if (patch.properties !== undefined) {
@@ -368,7 +385,8 @@ function parseJson<T>(text: string | null): T | undefined {
   return text === null ? undefined : (JSON.parse(text) as T);
 }
 
-export function toUser(row: UserRow): User {
+/** A user as every read shows it: the slackToken's credentials masked. */
+export function toUser(row: UserRow, secrets: TokenSealer): User {
   const user: User = { id: row.id, lastSeenTime: row.last_seen_time, createdAt: row.created_at, updatedAt: row.updated_at };
   if (row.email !== null) user.email = row.email;
   if (row.number !== null) user.number = row.number;
@@ -378,8 +396,8 @@ export function toUser(row: UserRow): User {
   if (webPushTokens) user.webPushTokens = webPushTokens;
   if (row.timezone !== null) user.timezone = row.timezone;
   if (row.slack_channel !== null) user.slackChannel = row.slack_channel;
-  const slackToken = parseJson<SlackToken>(row.slack_token);
-  if (slackToken) user.slackToken = slackToken;
+  const slackToken = parseJson<SlackToken>(openSlackToken(secrets, row.slack_token));
+  if (slackToken) user.slackToken = maskSlackToken(slackToken);
   const properties = parseJson<Properties>(row.properties);
   if (properties) user.properties = properties;
   const email = parseJson<Suppressions>(row.suppressions)?.EMAIL;

@@ -1,6 +1,8 @@
 import { createECDH } from 'node:crypto';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
+import { EMAIL_ADDRESS_MAX, isEmailAddress } from '../../channels/email/recipients.js';
 import { AppError, invalid } from '../../errors.js';
+import { hasMaskedValue } from './slack-token.js';
 import type { IdentifyPatch, Properties, PropertyValue, PushToken, SlackToken, WebPushToken } from './users.types.js';
 
 /**
@@ -9,7 +11,7 @@ import type { IdentifyPatch, Properties, PropertyValue, PushToken, SlackToken, W
  */
 
 export const USER_ID_MAX = 256;
-export const EMAIL_MAX = 254;
+export const EMAIL_MAX = EMAIL_ADDRESS_MAX;
 export const PROPERTY_LIMITS = { keys: 25, keyLength: 64, stringValueLength: 256, serializedBytes: 1024 } as const;
 
 const FIX_PROPERTIES = 'Keep properties to at most 25 keys of at most 64 characters, string/number/boolean values (strings up to 256 characters), and 1 KB serialized.';
@@ -23,11 +25,8 @@ export function validateUserId(id: unknown, field = 'userId'): string {
   return id;
 }
 
-// The WHATWG (HTML input type=email) syntax: what browsers accept, without quoted local parts.
-const EMAIL_RE = /^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$/;
-
 export function validateEmail(value: unknown, field = 'email'): string {
-  if (typeof value !== 'string' || value.length > EMAIL_MAX || !EMAIL_RE.test(value)) {
+  if (!isEmailAddress(value)) {
     throw invalid(`${field} is not a valid email address.`, `Send an address like "alice@example.com" (at most ${EMAIL_MAX} characters, no spaces).`);
   }
   return value;
@@ -181,6 +180,9 @@ function parseSlackToken(value: unknown): SlackToken {
   if (!isObject(value)) throw invalid('slackToken must be an object (the OAuth v2 access response).', 'Send the object returned by oauth.v2.access, or null to remove it.');
   if (value.ok !== undefined && typeof value.ok !== 'boolean') throw invalid('slackToken.ok must be a boolean.');
   if (value.access_token !== undefined && typeof value.access_token !== 'string') throw invalid('slackToken.access_token must be a string.');
+  if (hasMaskedValue(value)) {
+    throw invalid('slackToken carries a masked token (as reads show it), not the token itself.', 'Send the oauth.v2.access response as Slack returned it, or leave slackToken out to keep the stored one.');
+  }
   return value as SlackToken;
 }
 

@@ -35,17 +35,18 @@ export function slackExecutor(deps: Deps): ManagedExecutor {
     },
     preview: (c) => str(c.text) ?? '',
     async deliver({ message, content, body }) {
-      const user = await users.get(message.account_id, message.env_id, message.user_id);
+      // The unmasked token: users.get() shows it masked, as every read does.
+      const user = await users.slackDestination(message.account_id, message.env_id, message.user_id);
       if (!user) throw new DeliveryError('USER_DELETED', 'the recipient was deleted before delivery', { retryable: false });
-      if (!user.slackChannel) throw new DeliveryError('NO_SLACK_DESTINATION', 'the user has no slackChannel', { retryable: false });
-      const token = userSlackToken(user.slackToken) ?? (await settings.botToken({ accountId: message.account_id, envId: message.env_id }));
+      if (!user.channel) throw new DeliveryError('NO_SLACK_DESTINATION', 'the user has no slackChannel', { retryable: false });
+      const token = userSlackToken(user.token) ?? (await settings.botToken({ accountId: message.account_id, envId: message.env_id }));
       if (!token) {
         throw new DeliveryError('NO_SLACK_TOKEN', 'neither the user (slackToken) nor the environment (PUT /settings/slack) has a Slack token', { retryable: false });
       }
       const { text: _t, blocks: _b, username: _u, icon: _i, ...options } = body.slack ?? ({} as NonNullable<typeof body.slack>);
       const posted = await sender.post({
         token,
-        destination: user.slackChannel,
+        destination: user.channel,
         content: content as SlackContent,
         options: options as SlackPostOptions,
       });
