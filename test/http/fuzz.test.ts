@@ -34,8 +34,8 @@ const DEEP = `${'['.repeat(10_000)}${']'.repeat(10_000)}`;
 const HUGE_NUMBERS = [1e308, -1e308, 1e20, 2 ** 63];
 const BAD_DATES = ['2026-02-30T10:00:00Z', '2026-13-01', '2026-06-01T25:00:00Z', '+275760-09-13T00:00:00.001Z', '-271821-04-19T23:59:59Z', '99999-01-01'];
 const LEAF_MUTATIONS: unknown[] = ['nul\u0000here', '\u0000', ...HUGE_NUMBERS, ...BAD_DATES, { deep: JSON.parse(`${'['.repeat(200)}${']'.repeat(200)}`) }];
-const QUERY_MUTATIONS = ['%00', 'a%00b', '1e308', '-1e308', '1e20', '9223372036854775808', ...BAD_DATES.map(encodeURIComponent)];
-const PATH_MUTATIONS = ['%00', 'a%00b', '%E0%A4%A', '%', '%zz', '1e308', '9223372036854775808', ...BAD_DATES.map(encodeURIComponent)];
+const QUERY_MUTATIONS = ['%00', 'a%00b', '%ED%A0%80', '%C0%80', '1e308', '-1e308', '1e20', '9223372036854775808', ...BAD_DATES.map(encodeURIComponent)];
+const PATH_MUTATIONS = ['%00', 'a%00b', '%ED%A0%80', '%C0%80', '%E0%A4%A', '%', '%zz', '1e308', '9223372036854775808', ...BAD_DATES.map(encodeURIComponent)];
 // A sample value must never lead anywhere but loopback: URLs and hosts point at a closed local port.
 const LOOPBACK_URL = 'http://127.0.0.1:9/fuzz';
 
@@ -69,7 +69,10 @@ function sample(schema: Schema | undefined, resolve: (s: Schema | undefined) => 
       return out;
     }
     case 'array':
-      return s.maxItems === 0 ? [] : [sample(s.items as Schema, resolve, name, depth + 1)];
+      if (s.maxItems === 0) return [];
+      // Two items where allowed: some fields are pairs (logs' dateRangeFilter is [start, end]).
+      const length = s.uniqueItems ? Number(s.minItems ?? 1) || 1 : Math.max(Number(s.minItems ?? 1), Math.min(2, Number(s.maxItems ?? 2)));
+      return Array.from({ length }, () => sample(s.items as Schema, resolve, name, depth + 1));
     case 'integer':
     case 'number':
       return typeof s.minimum === 'number' ? s.minimum : 1;

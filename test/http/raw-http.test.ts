@@ -65,6 +65,10 @@ describe('answers written outside the routes carry the Error body', () => {
     expectErrorBody(await rawRequest(port, 'NOT A REQUEST\r\n\r\n'), 400, 'VALIDATION_FAILED');
   });
 
+  it('a raw NUL byte in the request line: 400 VALIDATION_FAILED', async () => {
+    expectErrorBody(await rawRequest(port, get('/users/a\u0000b')), 400, 'VALIDATION_FAILED');
+  });
+
   it('a bad chunk: 400 VALIDATION_FAILED', async () => {
     const res = await rawRequest(
       port,
