@@ -42,6 +42,7 @@ export async function buildApp(deps: Deps): Promise<App> {
     clientErrorHandler,
     // Without Host, Node would answer an empty 400 itself; the onRequest check answers the Error body.
     http: { requireHostHeader: false },
+    return503OnClosing: false,
     // Route matching ignores a trailing slash, as API clients often add one.
     // Path ids (user ids up to 256 chars, URL-encoded) may be longer than Fastify's default 100.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },

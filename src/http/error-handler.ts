@@ -60,8 +60,19 @@ export function installErrorHandling(app: App): void {
     return reply.status(404).send(errorBody(request.id, 'ROUTE_NOT_FOUND', `No route ${request.method} ${path}.`, 'See /openapi.json for the available routes.'));
   });
 
+  // Fastify's own 503 while closing has no Error body (return503OnClosing is off in app.ts).
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+
   // Checks on the request line and headers that hold for every route, before routing's own work.
   app.addHook('onRequest', (request, reply, done) => {
+    if (closing) {
+      void reply.header('connection', 'close');
+      return done(new AppError('SERVICE_UNAVAILABLE', 'The server is shutting down.', 'Retry: another instance, or this one once restarted, will answer.'));
+    }
     // Node's parser is told not to require Host (it would answer an empty 400): it is required here.
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
       return done(new AppError('VALIDATION_FAILED', 'An HTTP/1.1 request needs a Host header.', 'Send the Host header.'));

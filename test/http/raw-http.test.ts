@@ -2,6 +2,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_STATUS } from '../../src/errors.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
+import { eventually } from '../helpers/wait.js';
 
 /** Writes raw bytes to the listening server (app.inject would bypass Node's HTTP parser) and reads the whole answer. */
 function rawRequest(port: number, bytes: string): Promise<{ status: number; headers: Record<string, string>; body: string }> {
@@ -90,5 +91,44 @@ describe('answers written outside the routes carry the Error body', () => {
     expectErrorBody(res, 405, 'METHOD_NOT_ALLOWED');
     expect(res.headers.allow).toContain('GET');
     expectErrorBody(await rawRequest(port, get('/no-such-route')), 404, 'ROUTE_NOT_FOUND');
+  });
+});
+
+describe('a request arriving while the server closes', () => {
+  it('answers 503 SERVICE_UNAVAILABLE with the Error body (Fastify alone answers its own body)', async () => {
+    const c = await createTestContext('sqlite');
+    await c.app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (c.app.server.address() as net.AddressInfo).port;
+    let received = 0;
+    const load = c.deps.load;
+    const original = load.requestReceived.bind(load);
+    load.requestReceived = () => {
+      received++;
+      original();
+    };
+    const socket = net.connect({ host: '127.0.0.1', port });
+    let data = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => {
+      data += chunk;
+    });
+    socket.on('error', () => undefined);
+    const done = new Promise((resolve) => socket.on('close', resolve));
+    const body = '{"title":"draining"}';
+    // The first request stays in flight (half its body sent), so closing does not reap the connection.
+    socket.write(`POST /environments HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${c.account.apiKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+    await eventually(() => received === 1, 10_000, 'the first request');
+    const closing = c.app.close();
+    await eventually(() => !c.app.server.listening, 10_000, 'the server to stop listening');
+    socket.write(`${body.slice(5)}GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+    await done;
+    await closing;
+    await c.storage.destroy();
+    const second = data.slice(data.indexOf('HTTP/1.1', 1));
+    expect(data.startsWith('HTTP/1.1 200')).toBe(true);
+    expect(second.startsWith('HTTP/1.1 503')).toBe(true);
+    const parsed = JSON.parse(second.slice(second.indexOf('\r\n\r\n') + 4));
+    expect(parsed.error.code).toBe('SERVICE_UNAVAILABLE');
+    expect(typeof parsed.trackingId).toBe('string');
   });
 });
