@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import secureJson from 'secure-json-parse';
 import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import type { Deps } from './deps.js';
 import { installAuth } from './http/auth.js';
-import { installErrorHandling } from './http/error-handler.js';
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.js';
+import { parseJsonBody } from './http/json-body.js';
 import { installMetrics } from './http/metrics.js';
 import { lazyChildLogger } from './http/request-logger.js';
-import { ErrorBodySchema } from './http/schemas.js';
+import { ErrorBodySchema, installFormats } from './http/schemas.js';
 import type { App } from './http/types.js';
 import { accountRoutes } from './modules/accounts/accounts.routes.js';
 import { environmentRoutes } from './modules/environments/environments.routes.js';
@@ -26,8 +26,6 @@ import { outboxRoutes } from './modules/outbox/outbox.routes.js';
 import { templateRoutes } from './modules/templates/templates.routes.js';
 import { userRoutes } from './modules/users/users.routes.js';
 
-const BLANK = /^\s*$/;
-
 /** Builds the HTTP application over already-built dependencies (tests use the same function). */
 export async function buildApp(deps: Deps): Promise<App> {
   const app = Fastify({
@@ -38,10 +36,17 @@ export async function buildApp(deps: Deps): Promise<App> {
     logController: new LogController({ requestIdLogLabel: 'trackingId' }),
     requestIdHeader: false,
     bodyLimit: deps.config.bodyLimitBytes,
+    // Every answer the server writes carries the Error body, also those written before routing
+    // (bad escapes, over-long path segments) and by Node's HTTP parser (431, bad request line or chunk).
+    frameworkErrors,
+    clientErrorHandler,
+    // Without Host, Node would answer an empty 400 itself; the onRequest check answers the Error body.
+    http: { requireHostHeader: false },
+    return503OnClosing: false,
     // Route matching ignores a trailing slash, as API clients often add one.
     // Path ids (user ids up to 256 chars, URL-encoded) may be longer than Fastify's default 100.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false }, onCreate: installFormats },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // Every body of this API is JSON. Clients send an empty body with Content-Type:
@@ -49,13 +54,10 @@ export async function buildApp(deps: Deps): Promise<App> {
   // another Content-Type: all are read as JSON, empty as none.
   app.removeContentTypeParser('application/json');
   const parseJson = (_req: unknown, body: string | Buffer, done: (err: Error | null, body?: unknown) => void) => {
-    const text = typeof body === 'string' ? body : String(body);
-    if (BLANK.test(text)) return done(null, undefined);
     try {
-      // secure-json-parse (as Fastify's own parser) refuses __proto__ / constructor.prototype keys.
-      done(null, secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }));
-    } catch {
-      done(new SyntaxError('invalid JSON body'), undefined);
+      done(null, parseJsonBody(typeof body === 'string' ? body : String(body)));
+    } catch (err) {
+      done(err as Error, undefined);
     }
   };
   // The published in-app client posts JSON through fetch() with a string body: text/plain.

@@ -1,5 +1,9 @@
+import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
+import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, type ErrorCode, errorBody } from '../errors.js';
+import { nulInUrl } from './json-body.js';
 import type { App } from './types.js';
 
 /** Fastify's own error codes mapped into our closed list. */
@@ -8,7 +12,11 @@ const FASTIFY_CODES: Record<string, { code: ErrorCode; message?: string; fix?: s
   FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Unsupported Content-Type.', fix: 'Send JSON with Content-Type: application/json.' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'INVALID_JSON', message: 'The body is empty but Content-Type is application/json.', fix: 'Send a JSON body or omit the Content-Type header.' },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'VALIDATION_FAILED', message: 'Content-Length does not match the body.' },
+  FST_ERR_BAD_URL: { code: 'VALIDATION_FAILED', message: 'The URL has a malformed percent-escape.', fix: 'Percent-encode the path as UTF-8 (encodeURIComponent).' },
+  FST_ERR_MAX_PARAM_LENGTH: { code: 'URI_TOO_LONG', message: 'A path segment is longer than this server accepts (1024 characters).', fix: 'Use a shorter id.' },
 };
+
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
 
 export function installErrorHandling(app: App): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
@@ -40,10 +48,67 @@ export function installErrorHandling(app: App): void {
   });
 
   app.setNotFoundHandler((request, reply) => {
-    reply
-      .status(404)
-      .send(errorBody(request.id, 'ROUTE_NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}.`, 'See /openapi.json for the available routes.'));
+    const path = request.url.split('?')[0] ?? '';
+    // Only on a miss: is the path served under other methods?
+    const allowed = METHODS.filter((method) => method !== request.method && app.findRoute({ method, url: path }));
+    if (allowed.length) {
+      return reply
+        .status(405)
+        .header('allow', allowed.join(', '))
+        .send(errorBody(request.id, 'METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}.`, `Use ${allowed.join(', ')}.`));
+    }
+    return reply.status(404).send(errorBody(request.id, 'ROUTE_NOT_FOUND', `No route ${request.method} ${path}.`, 'See /openapi.json for the available routes.'));
   });
+
+  // Fastify's own 503 while closing has no Error body (return503OnClosing is off in app.ts).
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+
+  // Checks on the request line and headers that hold for every route, before routing's own work.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (closing) {
+      void reply.header('connection', 'close');
+      return done(new AppError('SERVICE_UNAVAILABLE', 'The server is shutting down.', 'Retry: another instance, or this one once restarted, will answer.'));
+    }
+    // Node's parser is told not to require Host (it would answer an empty 400): it is required here.
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      return done(new AppError('VALIDATION_FAILED', 'An HTTP/1.1 request needs a Host header.', 'Send the Host header.'));
+    }
+    const nul = nulInUrl(request.url);
+    if (nul) return done(new AppError('VALIDATION_FAILED', `The ${nul} has a NUL character (%00).`, 'Remove the NUL characters; ids and text cannot hold them.'));
+    done();
+  });
+}
+
+/** Fastify's own answers before routing (a malformed escape, a path segment over maxParamLength). */
+export function frameworkErrors(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const mapped = FASTIFY_CODES[err.code] ?? { code: 'VALIDATION_FAILED' as const, message: err.message };
+  void reply.status(statusOf(mapped.code)).send(errorBody(request.id, mapped.code, mapped.message ?? err.message, mapped.fix));
+}
+
+/**
+ * Errors of Node's HTTP parser (headers too large, a bad request line or chunk, a timeout): no
+ * request exists, so the answer is written on the socket; it still carries the Error body.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [code, message, fix]: [ErrorCode, string, string | undefined] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? ['REQUEST_TIMEOUT', 'The request was not received in time.', 'Send the whole request promptly.']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? ['HEADERS_TOO_LARGE', 'The request headers are larger than this server accepts.', 'Send smaller headers (cookies, tokens).']
+        : ['VALIDATION_FAILED', `The request is not valid HTTP/1.1 (${err.code ?? 'parse error'}).`, undefined];
+  const status = statusOf(code);
+  const body = JSON.stringify(errorBody(randomUUID(), code, message, fix));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }
 
 function statusOf(code: ErrorCode): number {

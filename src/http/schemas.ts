@@ -19,3 +19,31 @@ export function withErrors<T extends Record<number, TSchema>>(ok: T) {
 }
 
 export const MessageSchema = Type.Object({ message: Type.String() });
+
+// Date, then optionally a time (seconds and fraction optional) and a zone: the forms Date reads.
+const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:[Zz]|[+-](\d{2}):?(\d{2}))?)?$/;
+
+/**
+ * An ISO 8601 date-time that names a real instant: `2026-02-30`, `2026-13-01` and `T25:00` are
+ * refused (Date would roll them over or read them as another day), as are years past 9999.
+ */
+export function isCalendarDateTime(text: string): boolean {
+  const m = ISO_DATE_TIME.exec(text);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second, zoneH, zoneM] = m.slice(1).map((part) => (part === undefined ? 0 : Number(part)));
+  if (month < 1 || month > 12 || day < 1) return false;
+  if (day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return false;
+  if (hour > 23 || minute > 59 || second > 59 || zoneH > 23 || zoneM > 59) return false;
+  return !Number.isNaN(Date.parse(text));
+}
+
+/**
+ * Installs the `date-time` format used by every ISO date field of the API (after ajv-formats,
+ * whose RFC 3339 version requires seconds and a zone that clients of this API may omit).
+ */
+export function installFormats(ajv: { addFormat(name: string, format: (text: string) => boolean): unknown }): void {
+  ajv.addFormat('date-time', isCalendarDateTime);
+}
+
+/** An ISO 8601 date-time input field (see isCalendarDateTime). */
+export const IsoDateTime = (options: { description?: string } = {}) => Type.String({ format: 'date-time', maxLength: 64, ...options });

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { ChannelSchema } from '../../http/schemas.js';
+import { ChannelSchema, IsoDateTime } from '../../http/schemas.js';
 import { DEFAULT_LIMITS } from '../../rendering/liquid.js';
 
 const Str = (max = 10_000) => Type.String({ maxLength: max });
@@ -65,7 +65,8 @@ export const SendBodySchema = Type.Object(
     templateId: Type.Optional(Type.String({ maxLength: 200 })),
     subNotificationId: Type.Optional(Type.String({ maxLength: 200 })),
     secondaryId: Type.Optional(Type.String({ maxLength: 200 })),
-    schedule: Type.Optional(Type.String({ maxLength: 64 })),
+    // "" means now, as an absent schedule.
+    schedule: Type.Optional(Type.Union([Type.Literal(''), IsoDateTime({ description: 'ISO 8601 date-time, at most a year ahead' })])),
     options: Type.Optional(SendOptionsSchema),
     email: Type.Optional(
       Type.Object({

@@ -86,7 +86,7 @@ export async function telephonyRoutes(app: App, deps: Deps): Promise<void> {
     const callbackSchema = (summary: string) => ({
       tags: ['telephony'],
       summary,
-      description: 'Called by the carrier with a form body; authenticated by X-Twilio-Signature (401 without, 403 when wrong).',
+      description: 'Twilio protocol: called by the carrier with a form body; authenticated by X-Twilio-Signature (401 without, 403 when wrong). Answers what Twilio expects (204, or TwiML); refusals carry the Error body.',
       response: withErrors({ 204: Type.Null(), 403: Type.Ref('ErrorBody') }),
     });
     child.post(CALLBACK_PATHS.smsStatus, { config: { auth: 'none' }, schema: callbackSchema('SMS status callback (Twilio protocol)') }, async (req, reply) => {
@@ -117,7 +117,7 @@ function registerDevCarrier(app: App, deps: Deps, scope: (auth: AuthContext) => 
   app.addHook('onClose', () => carrier.drain());
   const tags = ['development carrier'];
   const rest = `${DEV_CARRIER_PREFIX}/2010-04-01/Accounts/:accountSid`;
-  const restSchema = (summary: string) => ({ tags, summary, description: 'Twilio REST protocol: Basic AccountSid:AuthToken, form body, Twilio JSON resources and errors.', params: Type.Object({ accountSid: Type.String(), resource: Type.Optional(Type.String()) }) });
+  const restSchema = (summary: string) => ({ tags, summary, description: 'Twilio REST protocol: Basic AccountSid:AuthToken, form body, Twilio JSON resources. By design its errors are Twilio\'s error JSON ({code, message, more_info, status}), not this API\'s Error body, so Twilio clients read them.', params: Type.Object({ accountSid: Type.String(), resource: Type.Optional(Type.String()) }) });
 
   app.post(`${rest}/Messages.json`, { config: { auth: 'none' }, schema: restSchema('Create a message') }, async (req, reply) => {
     const out = carrier.authenticate(req.headers.authorization, req.params.accountSid) ?? (await carrier.createMessage(formOf(req.body)));

@@ -24,21 +24,10 @@ const TemplateSchema = Type.Object(
 
 /** Notification types, templates and email components. */
 export function templateRoutes(app: App, deps: Deps): void {
-  // The pingram SDK sends "Content-Type: application/json" with an empty body on DELETE, which
-  // Fastify's JSON parser refuses (FST_ERR_CTP_EMPTY_JSON_BODY); in this scope an empty JSON
-  // body reads as no body (the body schemas still refuse it where a body is required).
+  // The app's JSON parser (src/http/json-body.ts) reads an empty body as none, as the pingram SDK
+  // sends on DELETE, and refuses __proto__ keys, NUL characters and deep nesting: no parser of its own here.
   app.register(async (plugin) => {
     const scope = plugin.withTypeProvider<TypeBoxTypeProvider>();
-    scope.removeContentTypeParser('application/json');
-    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-      const text = String(body);
-      if (text.trim() === '') return done(null, undefined);
-      try {
-        done(null, JSON.parse(text));
-      } catch {
-        done(new SyntaxError('invalid JSON body'), undefined);
-      }
-    });
     typeRoutes(scope, deps);
     componentRoutes(scope, deps);
     templateOnlyRoutes(scope, deps);

@@ -35,7 +35,8 @@ const Options = Type.Partial(
 );
 const Channels = Type.Array(ChannelSchema, { maxItems: 16 });
 // Null first: with coerceTypes, an Integer branch tried first would turn null into 0.
-const Retention = Type.Optional(Type.Union([Type.Null(), Type.Integer({ minimum: 0 })]));
+// The column is a 32-bit integer on PostgreSQL: larger values answered 500 there.
+const Retention = Type.Optional(Type.Union([Type.Null(), Type.Integer({ minimum: 0, maximum: 2_147_483_647 })]));
 const Title = Type.String({ minLength: 1, maxLength: 200 });
 
 const NotificationTypeSchema = Type.Object(
