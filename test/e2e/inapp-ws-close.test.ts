@@ -81,6 +81,32 @@ describe.each(STORAGE_KINDS)('in-app websockets closed when environment credenti
     expect(realtime().connections(other, user)).toBe(1);
   });
 
+  it('closes a socket authenticated before the change but attached after it (the close found nothing to close)', async () => {
+    const { WebSocketServer } = await import('ws');
+    const envId = await newEnvironment();
+    const user = `late-${randomUUID()}`;
+    const scope = { accountId: t.account.accountId, envId, userId: user };
+    // As the websocket route does: the epoch is read before authenticating, then the PATCH lands.
+    const before = realtime().credentialsEpoch(envId);
+    await realtime().closeEnvironment(t.account.accountId, envId);
+    const after = realtime().credentialsEpoch(envId);
+    const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    server.on('connection', (socket, req) => realtime().attach(scope, socket, req.url?.includes('late') ? before : after));
+    await new Promise((resolve) => server.once('listening', resolve));
+    const { port } = server.address() as { port: number };
+    try {
+      const late = await Client.open(`ws://127.0.0.1:${port}/?late`);
+      expect((await late.closed).code).toBe(CLOSE_CREDENTIALS_CHANGED);
+      const fresh = await Client.open(`ws://127.0.0.1:${port}/?fresh`);
+      clients.push(fresh);
+      await connected(envId, user, 1);
+      expect(fresh.ws.readyState).toBe(WebSocket.OPEN);
+    } finally {
+      for (const client of server.clients) client.terminate();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   // Another process's PATCH reaches this process's sockets over LISTEN/NOTIFY.
   if (kind === 'postgres') it('closes sockets held by another process when that process switches secure mode on', async () => {
     const envId = await newEnvironment();

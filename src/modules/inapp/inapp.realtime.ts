@@ -15,6 +15,7 @@ export const INAPP_NOTIFY_CHANNEL = 'clarion_inapp';
  * secret reset): the client must reconnect with a (new) user hash.
  */
 export const CLOSE_CREDENTIALS_CHANGED = 4003;
+const CREDENTIALS_CHANGED_REASON = 'environment credentials changed; reconnect';
 
 /**
  * What crosses processes over NOTIFY: the notifications themselves, or their ids when too large;
@@ -43,10 +44,25 @@ export class InappRealtime {
   private listener: PgListener | undefined;
   /** Remote messages are handled one after another so a row read back cannot overtake later pushes. */
   private remoteQueue: Promise<void> = Promise.resolve();
+  /** Per environment whose sockets were closed for changed credentials, how many times (bounded by the environments). */
+  private readonly closedEpochs = new Map<string, number>();
 
   constructor(private readonly deps: Deps) {}
 
-  attach(scope: InappScope, socket: WebSocket): void {
+  /**
+   * Changes each time the environment's sockets are closed for changed credentials. A socket is
+   * authenticated before it is attached: taken before authenticating and passed to attach(), it
+   * catches a close that ran in between (which found no socket to close).
+   */
+  credentialsEpoch(envId: string): number {
+    return this.closedEpochs.get(envId) ?? 0;
+  }
+
+  attach(scope: InappScope, socket: WebSocket, epoch?: number): void {
+    if (epoch !== undefined && epoch !== this.credentialsEpoch(scope.envId)) {
+      socket.close(CLOSE_CREDENTIALS_CHANGED, CREDENTIALS_CHANGED_REASON);
+      return;
+    }
     this.hub.add(keyOf(scope.envId, scope.userId), socket);
   }
 
@@ -99,7 +115,8 @@ export class InappRealtime {
   }
 
   private closeLocal(envId: string, code: number): number {
-    return this.hub.closeWhere((key) => key.startsWith(keyOf(envId, '')), code, 'environment credentials changed; reconnect');
+    this.closedEpochs.set(envId, this.credentialsEpoch(envId) + 1);
+    return this.hub.closeWhere((key) => key.startsWith(keyOf(envId, '')), code, CREDENTIALS_CHANGED_REASON);
   }
 
   private pushLocal(scope: Pick<InappScope, 'envId' | 'userId'>, notifications: InappNotification[]): number {
