@@ -3,7 +3,15 @@ import type { WebSocket } from 'ws';
 export interface SocketHubOptions {
   /** How often every socket is pinged; a socket that has not answered the previous ping is dropped. */
   heartbeatMs?: number;
+  /** Open sockets per key; one more closes the oldest (default 10). */
+  maxSocketsPerKey?: number;
+  /** Unsent bytes a socket may hold (`bufferedAmount`) after a send before it is dropped (default 1 MiB). */
+  maxBufferedBytes?: number;
 }
+
+/** Close codes of the hub (application range 4000-4999). */
+export const CLOSE_TOO_MANY_SOCKETS = 4008;
+export const CLOSE_TOO_MUCH_UNSENT = 4009;
 
 /**
  * Open websockets grouped by a key (e.g. environment + user), in this process. Sockets leave
@@ -13,15 +21,31 @@ export class SocketHub {
   private readonly groups = new Map<string, Set<WebSocket>>();
   private readonly alive = new WeakMap<WebSocket, boolean>();
   private readonly heartbeatMs: number;
+  readonly maxSocketsPerKey: number;
+  readonly maxBufferedBytes: number;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(options: SocketHubOptions = {}) {
     this.heartbeatMs = options.heartbeatMs ?? 30_000;
+    this.maxSocketsPerKey = options.maxSocketsPerKey ?? 10;
+    this.maxBufferedBytes = options.maxBufferedBytes ?? 1024 * 1024;
   }
 
+  /**
+   * Adds a socket; over the cap the oldest open one is closed, not the new one: the published
+   * in-app client does not reconnect on close, so the newest socket (the tab just opened, or the
+   * one a client re-opens every 9 minutes) is the one worth keeping.
+   */
   add(key: string, socket: WebSocket): void {
     let group = this.groups.get(key);
     if (!group) this.groups.set(key, (group = new Set()));
+    // Sockets already closing (e.g. the one a client just replaced) do not count.
+    const open = [...group].filter((s) => s.readyState === s.OPEN);
+    for (const oldest of open.slice(0, Math.max(0, open.length - this.maxSocketsPerKey + 1))) {
+      this.drop(key, oldest, CLOSE_TOO_MANY_SOCKETS, 'too many sockets for this user; oldest closed');
+    }
+    group = this.groups.get(key) ?? new Set();
+    this.groups.set(key, group);
     group.add(socket);
     this.alive.set(socket, true);
     socket.on('pong', () => this.alive.set(socket, true));
@@ -44,15 +68,33 @@ export class SocketHub {
     return this.groups.get(key)?.size ?? 0;
   }
 
-  /** Sends one text frame to every open socket of the group; returns how many it went to. */
+  /**
+   * Sends one text frame to every open socket of the group; returns how many it went to. A socket
+   * whose peer does not read keeps every frame in memory: past the bound it gets no more and is
+   * closed (its close frame waits behind the unsent data; ws destroys it 30 s later if unanswered).
+   */
   send(key: string, text: string): number {
     let sent = 0;
-    for (const socket of this.groups.get(key) ?? []) {
+    for (const socket of [...(this.groups.get(key) ?? [])]) {
       if (socket.readyState !== socket.OPEN) continue;
       socket.send(text);
       sent++;
+      if (socket.bufferedAmount > this.maxBufferedBytes) this.drop(key, socket, CLOSE_TOO_MUCH_UNSENT, 'too much unsent data');
     }
     return sent;
+  }
+
+  /** Closes the sockets of every group whose key matches, with a code the client can act on. */
+  closeWhere(match: (key: string) => boolean, code: number, reason: string): number {
+    let closed = 0;
+    for (const [key, group] of [...this.groups]) {
+      if (!match(key)) continue;
+      for (const socket of [...group]) {
+        this.drop(key, socket, code, reason);
+        closed++;
+      }
+    }
+    return closed;
   }
 
   /** Closes every socket (1001 going away), e.g. on shutdown. */
@@ -63,6 +105,12 @@ export class SocketHub {
     this.groups.clear();
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+  }
+
+  /** Leaves the group at once (no further sends), then closes. */
+  private drop(key: string, socket: WebSocket, code: number, reason: string): void {
+    this.remove(key, socket);
+    socket.close(code, reason);
   }
 
   private beat(): void {

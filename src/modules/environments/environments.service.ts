@@ -3,6 +3,7 @@ import type { Deps } from '../../deps.js';
 import { notFound } from '../../errors.js';
 import type { Channel } from '../../http/schemas.js';
 import { randomToken } from '../../secrets.js';
+import { inappRealtime } from '../inapp/inapp.realtime.js';
 import { type EnvironmentRow, EnvironmentsRepository } from './environments.repository.js';
 
 export interface Environment {
@@ -78,6 +79,9 @@ export class EnvironmentsService {
       ...(patch.resetSecret ? { client_secret_enc: this.deps.secrets.encrypt(newClientSecret()) } : {}),
       updated_at: this.deps.clock.now().toISOString(),
     });
+    // Open in-app sockets were authenticated under the old rules. Also on a repeated
+    // `secureMode: true`, so retrying a PATCH whose close failed still closes them.
+    if (patch.secureMode === true || patch.resetSecret) await inappRealtime(this.deps).closeEnvironment(accountId, clientId);
     return this.get(accountId, clientId);
   }
 }

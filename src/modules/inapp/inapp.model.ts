@@ -78,21 +78,35 @@ function fromEpoch(value: number): Date {
 }
 
 /**
+ * Dates are stored as ISO text and compared as text (`before`, `expDate`), which orders them only
+ * while the year has four digits: years 0000-9999 are accepted, the rest of JavaScript's range
+ * (years up to ±275760, written "+010000-...") is refused, and so is anything beyond it.
+ */
+const MIN_INSTANT_MS = Date.parse('0000-01-01T00:00:00.000Z');
+const MAX_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
  * A point in time given as epoch seconds/milliseconds (number or digits) or an ISO date; returns
  * ISO-8601 UTC, which is how dates are stored and compared. Empty, "undefined" and "null" mean
  * "not given": the published in-app client sends `before=undefined` on its first page.
  */
 export function parseInstant(value: unknown, field: string): string | undefined {
   if (value === undefined || value === null) return undefined;
+  let date: Date | undefined;
   if (typeof value === 'string') {
     const text = value.trim();
     if (text === '' || text === 'undefined' || text === 'null') return undefined;
-    const date = /^\d+(\.\d+)?$/.test(text) ? fromEpoch(Number(text)) : new Date(text);
-    if (!Number.isNaN(date.getTime())) return date.toISOString();
+    date = /^\d+(\.\d+)?$/.test(text) ? fromEpoch(Number(text)) : new Date(text);
   } else if (typeof value === 'number' && Number.isFinite(value)) {
-    return fromEpoch(value).toISOString();
+    date = fromEpoch(value);
   }
-  throw invalid(`"${field}" must be a timestamp or an ISO date, got ${JSON.stringify(value)}.`, 'Send e.g. 2026-01-15T10:00:00.000Z or 1768471200000.');
+  const ms = date?.getTime() ?? Number.NaN;
+  // NaN fails both comparisons: an Invalid Date (e.g. from 1e20) would throw in toISOString().
+  if (date && ms >= MIN_INSTANT_MS && ms <= MAX_INSTANT_MS) return date.toISOString();
+  throw invalid(
+    `"${field}" must be a timestamp or an ISO date from year 0000 to 9999, got ${String(JSON.stringify(value)).slice(0, 100)}.`,
+    'Send e.g. 2026-01-15T10:00:00.000Z or 1768471200000.',
+  );
 }
 
 /**

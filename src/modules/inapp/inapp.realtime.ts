@@ -10,14 +10,25 @@ import { InappRepository, type InappScope } from './inapp.repository.js';
 export const NEW_NOTIFICATIONS_ROUTE = 'inapp_web/new_notifications';
 export const INAPP_NOTIFY_CHANNEL = 'clarion_inapp';
 
-/** What crosses processes over NOTIFY: the notifications themselves, or their ids when too large. */
+/**
+ * Close code of the sockets of an environment whose credentials changed (secure mode switched on,
+ * secret reset): the client must reconnect with a (new) user hash.
+ */
+export const CLOSE_CREDENTIALS_CHANGED = 4003;
+const CREDENTIALS_CHANGED_REASON = 'environment credentials changed; reconnect';
+
+/**
+ * What crosses processes over NOTIFY: the notifications themselves, or their ids when too large;
+ * or `close`: close every socket of environment `e` with that code.
+ */
 interface FanoutMessage {
   o: string;
   a: string;
   e: string;
-  u: string;
+  u?: string;
   n?: InappNotification[];
   ids?: string[];
+  close?: number;
 }
 
 const keyOf = (envId: string, userId: string) => `${envId}\u0000${userId}`;
@@ -33,10 +44,25 @@ export class InappRealtime {
   private listener: PgListener | undefined;
   /** Remote messages are handled one after another so a row read back cannot overtake later pushes. */
   private remoteQueue: Promise<void> = Promise.resolve();
+  /** Per environment whose sockets were closed for changed credentials, how many times (bounded by the environments). */
+  private readonly closedEpochs = new Map<string, number>();
 
   constructor(private readonly deps: Deps) {}
 
-  attach(scope: InappScope, socket: WebSocket): void {
+  /**
+   * Changes each time the environment's sockets are closed for changed credentials. A socket is
+   * authenticated before it is attached: taken before authenticating and passed to attach(), it
+   * catches a close that ran in between (which found no socket to close).
+   */
+  credentialsEpoch(envId: string): number {
+    return this.closedEpochs.get(envId) ?? 0;
+  }
+
+  attach(scope: InappScope, socket: WebSocket, epoch?: number): void {
+    if (epoch !== undefined && epoch !== this.credentialsEpoch(scope.envId)) {
+      socket.close(CLOSE_CREDENTIALS_CHANGED, CREDENTIALS_CHANGED_REASON);
+      return;
+    }
     this.hub.add(keyOf(scope.envId, scope.userId), socket);
   }
 
@@ -59,6 +85,17 @@ export class InappRealtime {
     }
   }
 
+  /**
+   * Closes every in-app socket of the environment, in this process at once and (PostgreSQL) in the
+   * others: sockets authenticated under the old rules must not outlive them.
+   */
+  async closeEnvironment(accountId: string, envId: string, code = CLOSE_CREDENTIALS_CHANGED): Promise<void> {
+    this.closeLocal(envId, code);
+    if (this.deps.storage.dialect !== 'postgres') return;
+    const message: FanoutMessage = { o: this.origin, a: accountId, e: envId, close: code };
+    await pgNotify(this.deps.db, INAPP_NOTIFY_CHANNEL, JSON.stringify(message));
+  }
+
   /** Starts the LISTEN side when on PostgreSQL and its URL is configured. */
   async listen(): Promise<boolean> {
     const url = this.deps.config.databaseUrl;
@@ -75,6 +112,11 @@ export class InappRealtime {
     await this.listener?.close();
     this.listener = undefined;
     if (registry.get(this.deps.db) === this) registry.delete(this.deps.db);
+  }
+
+  private closeLocal(envId: string, code: number): number {
+    this.closedEpochs.set(envId, this.credentialsEpoch(envId) + 1);
+    return this.hub.closeWhere((key) => key.startsWith(keyOf(envId, '')), code, CREDENTIALS_CHANGED_REASON);
   }
 
   private pushLocal(scope: Pick<InappScope, 'envId' | 'userId'>, notifications: InappNotification[]): number {
@@ -99,10 +141,15 @@ export class InappRealtime {
   private async onRemote(payload: string): Promise<void> {
     try {
       const message = JSON.parse(payload) as FanoutMessage;
-      if (message.o === this.origin || this.connections(message.e, message.u) === 0) return;
+      if (message.o === this.origin) return;
+      if (message.close !== undefined) {
+        this.closeLocal(message.e, message.close);
+        return;
+      }
+      if (message.u === undefined || this.connections(message.e, message.u) === 0) return;
       let notifications = message.n;
       if (!notifications && message.ids) {
-        const scope = { accountId: message.a, envId: message.e, userId: message.u };
+        const scope: InappScope = { accountId: message.a, envId: message.e, userId: message.u };
         notifications = (await new InappRepository(this.deps.db).findMany(scope, message.ids)).map(toInappNotification);
       }
       if (notifications?.length) this.pushLocal({ envId: message.e, userId: message.u }, notifications);

@@ -165,6 +165,8 @@ export async function inappRoutes(app: App, deps: Deps): Promise<void> {
     );
   }
 
+  /** Per upgrade request: the environment's credentials epoch read before authenticating it. */
+  const epochs = new WeakMap<FastifyRequest, number>();
   // The published client connects to wss://<websocketHost>?userId=..&envId=<clientId>[&userIdHash=..].
   for (const url of ['/', '/ws']) {
     app.route({
@@ -175,8 +177,10 @@ export async function inappRoutes(app: App, deps: Deps): Promise<void> {
       onRequest: async (req) => {
         if (!req.ws) return;
         const query = req.query as Query;
+        const clientId = str(query.envId) ?? str(query.clientId);
+        if (clientId) epochs.set(req, realtime.credentialsEpoch(clientId));
         req.inappScope = await authenticator.authenticate({
-          clientId: str(query.envId) ?? str(query.clientId),
+          clientId,
           userId: str(query.userId),
           hash: str(query.userIdHash) ?? str(query.hashedUserId),
         });
@@ -185,7 +189,7 @@ export async function inappRoutes(app: App, deps: Deps): Promise<void> {
         throw new AppError('ROUTE_NOT_FOUND', `GET ${url} is the in-app websocket.`, 'Connect with a WebSocket client: ?envId=<clientId>&userId=<user id>[&userIdHash=<hash>].');
       },
       wsHandler: (socket, req) => {
-        realtime.attach(req.inappScope, socket);
+        realtime.attach(req.inappScope, socket, epochs.get(req));
         // Clients only listen; anything they send is ignored.
         socket.on('message', () => undefined);
       },

@@ -1,7 +1,10 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { MAX_PAGE_SIZE } from './inapp.service.js';
+import { MAX_PAGE_SIZE, MAX_REPLIES_PER_NOTIFICATION, MAX_REPLY_BYTES } from './inapp.service.js';
 
-const Reply = Type.Object({ date: Type.String(), message: Type.String({ maxLength: 10_000 }) }, { $id: 'InappReply' });
+const Reply = Type.Object(
+  { date: Type.String({ maxLength: 100 }), message: Type.String({ maxLength: MAX_REPLY_BYTES, description: `at most ${MAX_REPLY_BYTES} bytes in UTF-8` }) },
+  { $id: 'InappReply' },
+);
 
 const Enabled = Type.Object({ enabled: Type.Boolean() }, { additionalProperties: true });
 
@@ -74,7 +77,7 @@ export const PatchBody = Type.Object({
   actioned1: Type.Optional(StatusValue),
   actioned2: Type.Optional(StatusValue),
   reply: Type.Optional(Type.Ref('InappReply')),
-  replies: Type.Optional(Type.Array(Type.Ref('InappReply'), { maxItems: 100 })),
+  replies: Type.Optional(Type.Array(Type.Ref('InappReply'), { maxItems: MAX_REPLIES_PER_NOTIFICATION })),
 });
 export type PatchBodyType = Static<typeof PatchBody> & { reply?: { date: string; message: string }; replies?: { date: string; message: string }[] };
 

@@ -1,5 +1,5 @@
 import type { Deps } from '../../deps.js';
-import { invalid } from '../../errors.js';
+import { AppError, invalid } from '../../errors.js';
 import {
   type InappDeliveryOptions,
   type InappNotification,
@@ -54,6 +54,17 @@ export interface InappStatusPatch {
 
 export const DEFAULT_PAGE_SIZE = 10;
 export const MAX_PAGE_SIZE = 1000;
+/** Replies live in one JSON value per notification, written by end users: both bounds keep it small (~210 KB at most). */
+export const MAX_REPLIES_PER_NOTIFICATION = 50;
+export const MAX_REPLY_BYTES = 4096;
+
+/** A conflict with the stored state, not a malformed request: the same body fits a notification with fewer replies. */
+const tooManyReplies = (trackingId: string, existing: number) =>
+  new AppError(
+    'CONFLICT',
+    `Notification "${trackingId}" has ${existing} replies; at most ${MAX_REPLIES_PER_NOTIFICATION} are kept per notification. Nothing was changed.`,
+    'Reply on another notification, or send fewer replies.',
+  );
 
 export class InappService {
   private readonly repo: InappRepository;
@@ -146,6 +157,13 @@ export class InappService {
       date: parseInstant(reply.date, 'reply.date') ?? now.toISOString(),
       message: reply.message,
     }));
+    if (replies.length > MAX_REPLIES_PER_NOTIFICATION) {
+      throw invalid(`At most ${MAX_REPLIES_PER_NOTIFICATION} replies per notification; this request has ${replies.length}.`);
+    }
+    for (const reply of replies) {
+      const bytes = Buffer.byteLength(reply.message);
+      if (bytes > MAX_REPLY_BYTES) throw invalid(`A reply message is at most ${MAX_REPLY_BYTES} bytes (UTF-8); got ${bytes}.`, 'Shorten the reply.');
+    }
     const ids = [...new Set(patch.trackingIds)];
     const updatedAt = now.toISOString();
     return this.deps.db.transaction().execute(async (trx) => {
@@ -155,6 +173,8 @@ export class InappService {
       if (replies.length > 0) {
         for (const row of matched) {
           const list = [...(JSON.parse(row.replies) as InappReply[]), ...replies];
+          // Throwing rolls back the whole PATCH (statuses and other notifications' replies included).
+          if (list.length > MAX_REPLIES_PER_NOTIFICATION) throw tooManyReplies(row.tracking_id, list.length - replies.length);
           await repo.setReplies(scope, row.tracking_id, JSON.stringify(list), updatedAt);
         }
       }
