@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, type ErrorCode, errorBody } from '../errors.js';
 import { nulInUrl } from './json-body.js';
 import type { App } from './types.js';
@@ -93,7 +93,7 @@ export function frameworkErrors(err: FastifyError, request: FastifyRequest, repl
  * Errors of Node's HTTP parser (headers too large, a bad request line or chunk, a timeout): no
  * request exists, so the answer is written on the socket; it still carries the Error body.
  */
-export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+export function clientErrorHandler(this: { log: FastifyBaseLogger } | undefined, err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const [code, message, fix]: [ErrorCode, string, string | undefined] =
     err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
@@ -102,7 +102,11 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
         ? ['HEADERS_TOO_LARGE', 'The request headers are larger than this server accepts.', 'Send smaller headers (cookies, tokens).']
         : ['VALIDATION_FAILED', `The request is not valid HTTP/1.1 (${err.code ?? 'parse error'}).`, undefined];
   const status = statusOf(code);
-  const body = JSON.stringify(errorBody(randomUUID(), code, message, fix));
+  const trackingId = randomUUID();
+  // Fastify binds this handler to the instance: log the trackingId the client is given, as every
+  // routed request's log line carries its own (one line per refused connection, no body).
+  this?.log.info({ trackingId, code: err.code, status }, 'client error before routing');
+  const body = JSON.stringify(errorBody(trackingId, code, message, fix));
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ERROR_STATUS } from '../../src/errors.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { eventually } from '../helpers/wait.js';
@@ -58,8 +58,16 @@ describe('answers written outside the routes carry the Error body', () => {
     expectErrorBody(await rawRequest(port, get('/users/%E0%A4%A')), 400, 'VALIDATION_FAILED');
   });
 
-  it('headers over the limit: 431 HEADERS_TOO_LARGE', async () => {
-    expectErrorBody(await rawRequest(port, get('/users', `X-Big: ${'b'.repeat(20_000)}\r\n`)), 431, 'HEADERS_TOO_LARGE');
+  it('headers over the limit: 431 HEADERS_TOO_LARGE, its trackingId in the log', async () => {
+    const logged = vi.spyOn(t.app.log, 'info');
+    try {
+      const res = await rawRequest(port, get('/users', `X-Big: ${'b'.repeat(20_000)}\r\n`));
+      expectErrorBody(res, 431, 'HEADERS_TOO_LARGE');
+      const { trackingId } = JSON.parse(res.body);
+      expect(logged.mock.calls.some(([fields]) => (fields as { trackingId?: string }).trackingId === trackingId)).toBe(true);
+    } finally {
+      logged.mockRestore();
+    }
   });
 
   it('a bad request line: 400 VALIDATION_FAILED', async () => {
