@@ -7,7 +7,7 @@ import { installAuth } from './http/auth.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.js';
 import { parseJsonBody } from './http/json-body.js';
 import { installMetrics } from './http/metrics.js';
-import { lazyChildLogger } from './http/request-logger.js';
+import { installRequestLog, lazyChildLogger } from './http/request-logger.js';
 import { ErrorBodySchema, installFormats } from './http/schemas.js';
 import type { App } from './http/types.js';
 import { accountRoutes } from './modules/accounts/accounts.routes.js';
@@ -33,7 +33,8 @@ export async function buildApp(deps: Deps): Promise<App> {
     childLoggerFactory: lazyChildLogger,
     // Each request's id is the trackingId of its error body and of its log lines.
     genReqId: () => randomUUID(),
-    logController: new LogController({ requestIdLogLabel: 'trackingId' }),
+    // One line per request instead of Fastify's two (installRequestLog).
+    logController: new LogController({ requestIdLogLabel: 'trackingId', disableRequestLogging: true }),
     requestIdHeader: false,
     bodyLimit: deps.config.bodyLimitBytes,
     // Every answer the server writes carries the Error body, also those written before routing
@@ -87,6 +88,7 @@ export async function buildApp(deps: Deps): Promise<App> {
     done();
   });
 
+  installRequestLog(app, deps.logger);
   installErrorHandling(app);
   const metrics = installMetrics(app);
   installAuth(app, deps);

@@ -1,5 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Bindings, ChildLoggerOptions } from 'fastify/types/logger.js';
+import type { Logger } from 'pino';
+import type { App } from './types.js';
 
 type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
@@ -113,7 +115,33 @@ interface LoggedRequest {
  * which would log the URL with its query string as received.
  */
 export const requestLogSerializers = {
-  req(req: LoggedRequest) {
-    return { method: req.method, url: redactUrl(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort };
-  },
+  req: loggedRequest,
 };
+
+/** What a log line tells of a request: never its headers, its URL with credentials redacted. */
+function loggedRequest(req: LoggedRequest) {
+  return { method: req.method, url: redactUrl(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort };
+}
+
+/**
+ * One info line per request, written when its answer has been sent: `request completed` with the
+ * trackingId, the request (URL redacted by the `req` serializer), the status and the time taken.
+ * Fastify's own request logging writes two lines per request through a child logger; at the
+ * default level that cost about 20 µs a request on POST /send (bench: 36,700 req/s at warn,
+ * 21,300 at info). A websocket upgrade, which never completes as an HTTP answer, is logged when
+ * it arrives.
+ */
+export function installRequestLog(app: App, logger: Pick<Logger, 'info' | 'isLevelEnabled'>): void {
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.headers.upgrade !== undefined && logger.isLevelEnabled('info')) {
+      logger.info({ trackingId: request.id, req: loggedRequest(request) }, 'websocket upgrade');
+    }
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    if (logger.isLevelEnabled('info')) {
+      logger.info({ trackingId: request.id, req: loggedRequest(request), res: { statusCode: reply.statusCode }, responseTime: Math.round(reply.elapsedTime * 100) / 100 }, 'request completed');
+    }
+    done();
+  });
+}

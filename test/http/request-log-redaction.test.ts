@@ -51,7 +51,7 @@ describe('request logs at info level', () => {
     const before = lines.length;
     await app.inject({ method: 'GET', url });
     const logged = lines.slice(before).join('');
-    expect(logged).toContain('incoming request');
+    expect(logged).toContain('request completed');
     expect(logged).not.toContain(HASH);
     expect(logged).toContain(`${param}=[REDACTED]`);
   });
@@ -64,7 +64,7 @@ describe('request logs at info level', () => {
       ws.on('close', () => resolve());
       ws.on('error', () => resolve());
     });
-    await eventually(async () => lines.slice(before).some((l) => l.includes('incoming request')) || undefined, 5000, 'the upgrade logged');
+    await eventually(async () => lines.slice(before).some((l) => l.includes('websocket upgrade')) || undefined, 5000, 'the upgrade logged');
     const logged = lines.slice(before).join('');
     expect(logged).not.toContain(HASH);
     expect(logged).toContain('userIdHash=[REDACTED]');
@@ -73,8 +73,11 @@ describe('request logs at info level', () => {
   it('keeps the other parameters readable', async () => {
     const before = lines.length;
     await app.inject({ method: 'GET', url: `/?envId=client-1&userId=u-1&userIdHash=${HASH}` });
-    const incoming = lines.slice(before).map((l) => JSON.parse(l) as { msg: string; req?: { url: string } }).find((l) => l.msg === 'incoming request');
-    expect(incoming?.req?.url).toBe('/?envId=client-1&userId=u-1&userIdHash=[REDACTED]');
+    const completed = lines.slice(before).map((l) => JSON.parse(l) as Record<string, any>).find((l) => l.msg === 'request completed');
+    expect(completed?.req?.url).toBe('/?envId=client-1&userId=u-1&userIdHash=[REDACTED]');
+    // One line per request, with what Fastify's two lines had.
+    expect(completed).toMatchObject({ trackingId: expect.any(String), res: { statusCode: expect.any(Number) }, responseTime: expect.any(Number), req: { method: 'GET' } });
+    expect(lines.slice(before).filter((l) => l.includes('"req"')), lines.slice(before).join('')).toHaveLength(1);
   });
 });
 
