@@ -19,6 +19,26 @@ export interface TestStorage extends Storage {
   bossSchema?: string;
 }
 
+/**
+ * Kysely's Migrator introspects the tables of every schema (not only its own), so while other
+ * test files create and drop their schemas on the same server, migrating can fail with a
+ * relation or schema of another test that vanished mid-introspection ('relation
+ * "kysely_migration_lock" does not exist', 'schema "t_..." does not exist'). Those are retried.
+ */
+async function migrateBesideOtherTests(storage: Storage): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await storage.migrate();
+      return;
+    } catch (err) {
+      const message = String((err as Error).message);
+      const vanished = message.includes('kysely_migration') || /schema "t_[^"]*" does not exist/.test(message);
+      if (attempt >= 8 || !vanished) throw err;
+      await new Promise((r) => setTimeout(r, 50 + Math.random() * 200));
+    }
+  }
+}
+
 /** A migrated, empty database: a temp SQLite file, or a fresh schema on the PostgreSQL server. */
 export async function createTestStorage(kind: Dialect): Promise<TestStorage> {
   if (kind === 'postgres') {
@@ -31,7 +51,7 @@ export async function createTestStorage(kind: Dialect): Promise<TestStorage> {
     await admin.end();
     const open = () => openStorage({ databaseUrl: url, pgSchema: schema, poolSize: 5 });
     const storage = open();
-    await storage.migrate();
+    await migrateBesideOtherTests(storage);
     return {
       ...storage,
       location: `${url} schema ${schema}`,
