@@ -154,7 +154,11 @@ export class PgBossQueue implements Queue, JobBackend {
     const id = await this.boss.send(name, JSON.stringify(data ?? null) as unknown as object, {
       id: uuid,
       startAfter: options.runAt,
-      retryLimit: maxAttempts - 1,
+      // One retry more than the attempts: pg-boss itself retries a job whose worker died
+      // (expired), and on the last attempt it would fail it without our runner seeing it. With
+      // the spare, the runner is handed attempt maxAttempts + 1 and fails it for good itself,
+      // calling the handler's onFailed (runner.ts). Jobs enqueued before this get one attempt less.
+      retryLimit: maxAttempts,
       retryDelay: 0,
       retryBackoff: false,
       expireInSeconds: Math.max(1, this.lockMs / 1000),
@@ -276,7 +280,7 @@ export class PgBossQueue implements Queue, JobBackend {
       name,
       data: j.data,
       attempt: j.retryCount + 1,
-      maxAttempts: j.retryLimit + 1,
+      maxAttempts: j.retryLimit,
       token: j.startedOn,
     }));
   }

@@ -27,6 +27,35 @@ function spawnWorker(env: QueueEnv): ChildProcess {
   });
 }
 
+/** Starts the fixture worker and SIGKILLs it once 5 jobs are done and others are running. */
+async function killMidWork(env: QueueEnv, track: (child: ChildProcess) => void): Promise<{ worker: ChildProcess; inFlightAtKill: number; started: string[] }> {
+  const worker = spawnWorker(env);
+  track(worker);
+  let out = '';
+  let err = '';
+  worker.stderr!.on('data', (d) => (err += d));
+  const inFlightAtKill = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`worker made no progress; stdout: ${out}; stderr: ${err}`)), 30_000);
+    worker.stdout!.on('data', (d) => {
+      out += d;
+      const starts = out.match(/^start /gm)?.length ?? 0;
+      const dones = out.match(/^done /gm)?.length ?? 0;
+      if (dones >= 5 && starts > dones && worker.exitCode === null && worker.signalCode === null) {
+        clearTimeout(timer);
+        worker.kill('SIGKILL');
+        resolve(starts - dones);
+      }
+    });
+    worker.on('exit', (code, signal) => {
+      if (signal !== 'SIGKILL') reject(new Error(`worker exited early (${code}); stderr: ${err}`));
+    });
+  });
+  await new Promise((r) => (worker.exitCode !== null || worker.signalCode !== null ? r(null) : worker.once('exit', r)));
+  const done = new Set([...out.matchAll(/^done (\S+)/gm)].map((m) => m[1]!));
+  const started = [...out.matchAll(/^start (\S+)/gm)].map((m) => m[1]!).filter((k) => !done.has(k));
+  return { worker, inFlightAtKill, started };
+}
+
 describe.each(STORAGE_KINDS)('queue fault tolerance on %s', (kind) => {
   let env: QueueEnv | undefined;
   let child: ChildProcess | undefined;
@@ -45,29 +74,7 @@ describe.each(STORAGE_KINDS)('queue fault tolerance on %s', (kind) => {
       for (let i = 0; i < JOBS; i++) await producer.enqueue(trx, 'fault.work', { key: `k${i}` });
     });
 
-    const worker = spawnWorker(env);
-    child = worker;
-    let out = '';
-    let err = '';
-    worker.stderr!.on('data', (d) => (err += d));
-    // Kill once a few jobs are done and others are running.
-    const inFlightAtKill = await new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`worker made no progress; stdout: ${out}; stderr: ${err}`)), 30_000);
-      worker.stdout!.on('data', (d) => {
-        out += d;
-        const starts = out.match(/^start /gm)?.length ?? 0;
-        const dones = out.match(/^done /gm)?.length ?? 0;
-        if (dones >= 5 && starts > dones && worker.exitCode === null && worker.signalCode === null) {
-          clearTimeout(timer);
-          worker.kill('SIGKILL');
-          resolve(starts - dones);
-        }
-      });
-      worker.on('exit', (code, signal) => {
-        if (signal !== 'SIGKILL') reject(new Error(`worker exited early (${code}); stderr: ${err}`));
-      });
-    });
-    await new Promise((r) => (worker.exitCode !== null || worker.signalCode !== null ? r(null) : worker.once('exit', r)));
+    const { worker, inFlightAtKill } = await killMidWork(env, (c) => (child = c));
     expect(inFlightAtKill).toBeGreaterThan(0);
     expect(inFlightAtKill).toBeLessThanOrEqual(CONCURRENCY);
 
@@ -104,5 +111,38 @@ describe.each(STORAGE_KINDS)('queue fault tolerance on %s', (kind) => {
     const takenOver = rows.filter((r) => r.pid === process.pid && r.attempt >= 2);
     expect(takenOver.length).toBeGreaterThan(0);
     expect(Date.now() - takeoverStart).toBeLessThan(15_000);
+  });
+
+  it('a job whose worker is SIGKILLed on its last attempt fails for good through onFailed, on both engines', async () => {
+    env = await queueEnv(kind);
+    const db = env.storage.db;
+    await sql`create table fault_done (key text not null, attempt integer not null, pid integer not null)`.execute(db);
+    const producer = env.queue({ lockMs: LOCK_MS });
+    const ids = new Map<string, string>();
+    await db.transaction().execute(async (trx) => {
+      for (let i = 0; i < JOBS; i++) ids.set(`k${i}`, await producer.enqueue(trx, 'fault.work', { key: `k${i}` }, { maxAttempts: 1 }));
+    });
+    const { started } = await killMidWork(env, (c) => (child = c));
+    expect(started.length).toBeGreaterThan(0);
+
+    const failedForGood: string[] = [];
+    const second = env.queue({ lockMs: LOCK_MS, maintenanceIntervalSeconds: 1 }, env.storage.reopen());
+    second.work<{ key: string }>(
+      'fault.work',
+      async (data, job) => {
+        await sql`insert into fault_done (key, attempt, pid) values (${data.key}, ${job.attempt}, ${process.pid})`.execute(db);
+      },
+      { concurrency: CONCURRENCY, onFailed: async (data) => void failedForGood.push((data as { key: string }).key) },
+    );
+    await second.start();
+    // The jobs the dead worker held used their only attempt: each must end failed, and its
+    // onFailed must run, so whatever the job stood for can record the failure.
+    await waitFor(async () => started.every((k) => failedForGood.includes(k)) || undefined, 20_000, 'onFailed for every job lost on its last attempt');
+    for (const key of started) {
+      const job = await waitFor(async () => ((await env!.job(ids.get(key)!))?.state === 'failed' ? env!.job(ids.get(key)!) : undefined), 10_000, `${key} failed`);
+      expect(job?.state).toBe('failed');
+    }
+    const { rows } = await sql<{ key: string }>`select key from fault_done where pid = ${process.pid}`.execute(db);
+    expect(rows.map((r) => r.key).filter((k) => started.includes(k))).toEqual([]);
   });
 });

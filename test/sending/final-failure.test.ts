@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
+import { startWorkers } from '../../src/workers.js';
 
 describe.each(STORAGE_KINDS)('final failure of a message (%s)', (kind) => {
   let t: TestContext;
@@ -49,5 +50,39 @@ describe.each(STORAGE_KINDS)('final failure of a message (%s)', (kind) => {
     } finally {
       inapp.preview = preview;
     }
+  });
+});
+
+// The embedded queue: a send whose job's worker died on its last attempt (kill -9, out of
+// memory) ends failed too. The queue hands the job over with its attempts used up and the
+// runner fails it for good through the job's onFailed; no handler saw a failure.
+describe('final failure of a send whose worker died on its last attempt (sqlite)', () => {
+  let t: TestContext;
+  beforeAll(async () => {
+    t = await createTestContext('sqlite', { config: { jobLockSeconds: 1 } });
+  });
+  afterAll(() => t.close());
+
+  it('stores the accepted send and logs PROCESSING_FAILED with the reason', async () => {
+    const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'lost_worker', to: { id: 'lw-user' }, inapp: { title: 'hello' } } });
+    expect(res.statusCode).toBe(202);
+    const trackingId = res.json().trackingId as string;
+    const db = t.deps.db as any;
+    // Before any worker runs: its job as a dead worker leaves it, running its last attempt with an expired lock.
+    const jobs = await eventually(async () => {
+      const rows = await db.selectFrom('queue_jobs').selectAll().where('state', '=', 'waiting').execute();
+      return rows.length ? rows : undefined;
+    }, 10_000, 'the send\'s job');
+    const past = new Date(Date.now() - 60_000).toISOString();
+    for (const job of jobs) {
+      await db.updateTable('queue_jobs').set({ state: 'running', attempt: job.max_attempts, locked_by: 'dead-worker', locked_until: past }).where('id', '=', job.id).execute();
+    }
+    t.workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    const record = await eventually(async () => {
+      const l = (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs?.[0];
+      return l?.failed_at ? l : undefined;
+    }, 20_000, 'the final failure');
+    expect(record.failed_code).toBe('PROCESSING_FAILED');
+    expect(record.failed_internal).toContain('worker lost');
   });
 });

@@ -60,12 +60,49 @@ export class DeliveryWorker {
 
   register(options: { concurrency?: number } = {}): void {
     // Messages are routed in batches: one claim, transaction and completion for up to 16.
+    // onFailed covers what a handler cannot see: a worker that died (kill -9, out of memory) on
+    // the job's last attempt. Failures the handlers saw are recorded by them already.
     this.queue.workBatch<{ trackingId: string }>(PROCESS_MESSAGE_JOB, (items) => this.processMessageJobs(items), {
       concurrency: options.concurrency ?? 4,
       batchSize: 16,
+      onFailed: (data, _job, error) => this.failMessages([(data as { trackingId: string }).trackingId], error),
     });
     this.queue.work<{ deliveryId: string }>(DELIVER_JOB, (data) => this.runDelivery(data.deliveryId), { concurrency: options.concurrency ?? 8 });
-    this.queue.work<{ seq: number }>(INGEST_SENDS_JOB, (data, job) => this.ingestSends(data.seq, job), { concurrency: options.concurrency ?? 4 });
+    this.queue.work<{ seq: number }>(INGEST_SENDS_JOB, (data, job) => this.ingestSends(data.seq, job), {
+      concurrency: options.concurrency ?? 4,
+      onFailed: (data, _job, error) => this.failIngestChunk((data as { seq: number }).seq, error),
+    });
+  }
+
+  /** Marks failed, with PROCESSING_FAILED and the reason, those of these messages still queued or scheduled. */
+  async failMessages(trackingIds: string[], reason: string): Promise<void> {
+    const repo = new MessagesRepository(this.deps.db);
+    const now = this.deps.clock.now().toISOString();
+    for (const trackingId of trackingIds) {
+      await repo.updateMessage(
+        trackingId,
+        { state: 'failed', processed_at: now, failed_at: now, failed_code: PROCESSING_FAILED, failed_internal: reason.slice(0, 1000) },
+        ['queued', 'scheduled'],
+      );
+    }
+  }
+
+  /** One row at a time, so one row that cannot be written does not keep the others back. */
+  private async storeEach(messages: Parameters<MessagesRepository['insertMessagesIfAbsent']>[0]): Promise<void> {
+    const repo = new MessagesRepository(this.deps.db);
+    for (const message of messages) {
+      await repo.insertMessagesIfAbsent([message]).catch((err: unknown) => this.deps.logger.error({ err, trackingId: message.tracking_id }, 'an accepted send could not be stored'));
+    }
+  }
+
+  /** An ingest chunk given up for good: its sends are stored (if they were not) and end failed. */
+  private async failIngestChunk(seq: number, reason: string): Promise<void> {
+    const intake = new SendIntakeRepository(this.deps.db);
+    const messages = await intake.chunk(seq);
+    if (!messages) return;
+    await this.storeEach(messages);
+    await this.failMessages(messages.map((m) => m.tracking_id), reason);
+    await intake.remove(seq);
   }
 
   /** message.process jobs: a message whose processing failed for good ends failed in its log. */
@@ -83,16 +120,10 @@ export class DeliveryWorker {
    */
   private async recordFinalFailures(trackingIds: string[], failures: unknown[], jobOf: (index: number) => JobContext): Promise<boolean[]> {
     const recorded = failures.map(() => false);
-    const repo = new MessagesRepository(this.deps.db);
     for (const [index, failure] of failures.entries()) {
       if (failure === undefined || !isFinal(failure, jobOf(index))) continue;
-      const now = this.deps.clock.now().toISOString();
       try {
-        await repo.updateMessage(
-          trackingIds[index],
-          { state: 'failed', processed_at: now, failed_at: now, failed_code: PROCESSING_FAILED, failed_internal: errorText(failure).slice(0, 1000) },
-          ['queued', 'scheduled'],
-        );
+        await this.failMessages([trackingIds[index]!], errorText(failure));
         recorded[index] = true;
       } catch (err) {
         this.deps.logger.error({ err, trackingId: trackingIds[index], failure }, 'recording the final failure of a message failed');
@@ -116,10 +147,7 @@ export class DeliveryWorker {
       await repo.insertMessagesIfAbsent(messages);
     } catch (err) {
       if (!isFinal(err, job)) throw err;
-      // Last attempt: one row at a time, so one row that cannot be written does not keep the others back.
-      for (const message of messages) {
-        await repo.insertMessagesIfAbsent([message]).catch((e: unknown) => this.deps.logger.error({ err: e, trackingId: message.tracking_id }, 'an accepted send could not be stored'));
-      }
+      await this.storeEach(messages);
     }
     const trackingIds = messages.map((m) => m.tracking_id);
     const failures = await this.processMessages(trackingIds);
