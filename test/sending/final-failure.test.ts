@@ -5,6 +5,8 @@ import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 import { startWorkers } from '../../src/workers.js';
+import { DELIVER_JOB, DeliveryWorker } from '../../src/modules/sending/delivery.worker.js';
+import { buildExecutors } from '../../src/modules/sending/executors/index.js';
 
 describe.each(STORAGE_KINDS)('final failure of a message (%s)', (kind) => {
   let t: TestContext;
@@ -84,5 +86,40 @@ describe('final failure of a send whose worker died on its last attempt (sqlite)
     }, 20_000, 'the final failure');
     expect(record.failed_code).toBe('PROCESSING_FAILED');
     expect(record.failed_internal).toContain('worker lost');
+  });
+});
+
+describe('final failure of a delivery whose worker died on its last attempt (sqlite)', () => {
+  let t: TestContext;
+  beforeAll(async () => {
+    t = await createTestContext('sqlite', { config: { jobLockSeconds: 1 } });
+  });
+  afterAll(() => t.close());
+
+  it('logs the channel failed with PROCESSING_FAILED instead of pending forever', async () => {
+    const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'lost_delivery', to: { id: 'ld-user', email: 'ld@example.com' }, email: { subject: 'Hi', html: '<p>hi</p>' } } });
+    const trackingId = res.json().trackingId as string;
+    const db = t.deps.db as any;
+    // Route the send by hand (no queue running), which creates its email delivery and that delivery's job.
+    const { executors, close } = buildExecutors(t.deps);
+    const worker = new DeliveryWorker(t.deps, t.deps.queue, executors);
+    try {
+      const chunk = await db.selectFrom('send_intake').select('seq').executeTakeFirstOrThrow();
+      await worker.ingestSends(chunk.seq);
+    } finally {
+      await worker.close();
+      await close();
+    }
+    const job = await db.selectFrom('queue_jobs').selectAll().where('name', '=', DELIVER_JOB).executeTakeFirstOrThrow();
+    // The worker that took the delivery died on its last attempt.
+    await db.updateTable('queue_jobs').set({ state: 'running', attempt: job.max_attempts, locked_by: 'dead-worker', locked_until: new Date(Date.now() - 60_000).toISOString() }).where('id', '=', job.id).execute();
+    t.workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    const record = await eventually(async () => {
+      const l = (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs?.[0];
+      return l?.email_failed_at ? l : undefined;
+    }, 20_000, 'the email delivery failed');
+    expect(record.email_failed_code).toBe('PROCESSING_FAILED');
+    expect(record.email_failed_internal).toContain('worker lost');
+    expect(record.email_sent_at).toBeUndefined();
   });
 });

@@ -67,7 +67,10 @@ export class DeliveryWorker {
       batchSize: 16,
       onFailed: (data, _job, error) => this.failMessages([(data as { trackingId: string }).trackingId], error),
     });
-    this.queue.work<{ deliveryId: string }>(DELIVER_JOB, (data) => this.runDelivery(data.deliveryId), { concurrency: options.concurrency ?? 8 });
+    this.queue.work<{ deliveryId: string }>(DELIVER_JOB, (data) => this.runDelivery(data.deliveryId), {
+      concurrency: options.concurrency ?? 8,
+      onFailed: (data, _job, error) => this.failDelivery((data as { deliveryId: string }).deliveryId, error),
+    });
     this.queue.work<{ seq: number }>(INGEST_SENDS_JOB, (data, job) => this.ingestSends(data.seq, job), {
       concurrency: options.concurrency ?? 4,
       onFailed: (data, _job, error) => this.failIngestChunk((data as { seq: number }).seq, error),
@@ -85,6 +88,15 @@ export class DeliveryWorker {
         ['queued', 'scheduled'],
       );
     }
+  }
+
+  /**
+   * A delivery whose job was given up without its handler recording why (its worker died on the
+   * last attempt, or the failure could not be written): failed with PROCESSING_FAILED, if still pending.
+   */
+  async failDelivery(deliveryId: string, reason: string): Promise<void> {
+    const at = this.deps.clock.now().toISOString();
+    await new MessagesRepository(this.deps.db).updateDelivery(deliveryId, failedDelivery(at, PROCESSING_FAILED, reason), 'pending');
   }
 
   /** One row at a time, so one row that cannot be written does not keep the others back. */
@@ -363,15 +375,7 @@ export class DeliveryWorker {
           deliveryId,
           retry
             ? { attempts: attempt, updated_at: at }
-            : {
-                attempts: attempt,
-                status: 'failed',
-                failed_at: at,
-                failed_code: failure.code,
-                failed_internal: failure.message.slice(0, 1000),
-                extra: JSON.stringify(failureFields(delivery.channel, failure)),
-                updated_at: at,
-              },
+            : { attempts: attempt, ...failedDelivery(at, failure.code, failure.message), extra: JSON.stringify(failureFields(delivery.channel, failure)) },
           'pending',
         );
       });
@@ -444,6 +448,11 @@ function failureFields(channel: string, failure: DeliveryError): Record<string, 
 }
 
 /** No run will follow: the error says so, or this was the job's last attempt. */
+/** The fields of a delivery that failed for good. */
+function failedDelivery(at: string, code: string, reason: string) {
+  return { status: 'failed', failed_at: at, failed_code: code, failed_internal: reason.slice(0, 1000), updated_at: at } as const;
+}
+
 function isFinal(err: unknown, job: JobContext): boolean {
   return err instanceof PermanentJobError || (err as Error | undefined)?.name === 'PermanentJobError' || job.attempt >= job.maxAttempts;
 }
