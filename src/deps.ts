@@ -11,13 +11,9 @@ import { Secrets, loadRootKey } from './secrets.js';
 import { type Storage, openStorage } from './storage/db.js';
 import type { CoreTables } from './storage/schema.js';
 
-export interface Clock {
-  now(): Date;
-}
-export interface Ids {
-  /** Time-ordered UUIDv7 (package uuidv7). */
-  uuid(): string;
-}
+import { type Clock, type Ids, systemClock } from './clock.js';
+
+export { type Clock, type Ids, systemClock };
 
 /** Everything a service needs, built once by the composition root and passed explicitly. */
 export interface Deps {
@@ -34,7 +30,6 @@ export interface Deps {
   load: ApiLoad;
 }
 
-export const systemClock: Clock = { now: () => new Date() };
 /**
  * UUIDv7 (package uuidv7) with its random bits drawn from a pool refilled 4 KB at a time: the
  * package's default asks the CSPRNG for a few bytes on every id, a measurable share of a send.

@@ -1,4 +1,11 @@
-import type { RouteAuth } from './types.js';
+/** How a route authenticates its caller. */
+export type RouteAuth =
+  /** API key, environment Basic credentials or a JWT acting on an account (the default). */
+  | 'account'
+  /** In-app end users: clientId + userId (+ user hash in secure mode). */
+  | 'inapp'
+  /** No credentials: health, metrics, OpenAPI, provider callbacks that verify their own signatures. */
+  | 'none';
 
 /**
  * Who may call an operation (README: Authentication, permission matrix).

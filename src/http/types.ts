@@ -1,3 +1,4 @@
+import type { Permission, RouteAuth } from './permissions.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type {
   FastifyBaseLogger,
@@ -16,19 +17,12 @@ export type App = FastifyInstance<
   TypeBoxTypeProvider
 >;
 
-/** How a route authenticates its caller. */
-export type RouteAuth =
-  /** API key, environment Basic credentials or a JWT acting on an account (the default). */
-  | 'account'
-  /** In-app end users: clientId + userId (+ user hash in secure mode). */
-  | 'inapp'
-  /** No credentials: health, metrics, OpenAPI, provider callbacks that verify their own signatures. */
-  | 'none';
+export type { RouteAuth };
 
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** Set from the permission matrix (src/http/permissions.ts) when the route is added. */
     auth?: RouteAuth;
-    permission?: import('./permissions.js').Permission;
+    permission?: Permission;
   }
 }

@@ -2,7 +2,7 @@ import { CompiledQuery, type Kysely } from 'kysely';
 import pg from 'pg';
 import PgBoss from 'pg-boss';
 import { uuidv7 } from 'uuidv7';
-import type { Ids } from '../deps.js';
+import type { Ids } from '../clock.js';
 import type { BatchJobHandler, BatchWorkOptions, EnqueueOptions, JobHandler, Queue, WorkOptions } from './port.js';
 import { type ClaimedJob, type JobBackend, JobRunner } from './runner.js';
 import { type CommonQueueOptions, resolveMaxAttempts } from './sqlite-queue.js';

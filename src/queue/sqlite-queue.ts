@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type SQLite from 'better-sqlite3';
 import { type Kysely, sql } from 'kysely';
 import { uuidv7 } from 'uuidv7';
-import type { Clock, Ids } from '../deps.js';
+import { type Clock, type Ids, systemClock } from '../clock.js';
 import type { BatchJobHandler, BatchWorkOptions, EnqueueOptions, JobHandler, Queue, WorkOptions } from './port.js';
 import { type BackoffOptions, type ClaimedJob, type JobBackend, JobRunner, type QueueLogger } from './runner.js';
 
@@ -58,7 +58,6 @@ export interface SqliteQueueOptions extends CommonQueueOptions {
   purgeIntervalMs?: number;
 }
 
-const systemClock: Clock = { now: () => new Date() };
 const uuidIds: Ids = { uuid: () => uuidv7() };
 
 export function resolveMaxAttempts(value: number | undefined, fallback: number): number {

@@ -2,7 +2,7 @@ import type { Deps } from '../../deps.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
 import { newClientSecret, newEnvironmentRow } from '../environments/environments.service.js';
 import { KeysRepository } from '../keys/keys.repository.js';
-import { newApiKey } from '../keys/keys.service.js';
+import { newApiKey } from '../keys/api-key.js';
 import { AccountsRepository } from './accounts.repository.js';
 import { newAccountRow } from './accounts.service.js';
 

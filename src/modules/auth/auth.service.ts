@@ -4,7 +4,7 @@ import { safeEqual, sha256Hex } from '../../secrets.js';
 import { AccountsRepository } from '../accounts/accounts.repository.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
 import { KeysRepository } from '../keys/keys.repository.js';
-import { API_KEY_PREFIX, type ApiKeyScope, scopeOf } from '../keys/keys.service.js';
+import { API_KEY_PREFIX, type ApiKeyScope, scopeOf } from '../keys/api-key.js';
 import { verifyAccountToken } from './jwt.js';
 
 /** Who is calling, resolved once per request. */

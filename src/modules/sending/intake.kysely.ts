@@ -6,7 +6,7 @@ import { ensureType } from '../types/types.service.js';
 import { UsersService } from '../users/users.service.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
 import { Batcher, type Settled as SettledOf } from '../../storage/batcher.js';
-import type { IntakeOutcome, IntakeUnit, SendIntake } from './intake.js';
+import type { IntakeOutcome, IntakeUnit, SendIntake } from './intake.contract.js';
 import { MessagesRepository } from './messages.repository.js';
 import { UsageRepository } from './usage.repository.js';
 

@@ -6,7 +6,7 @@ import type { UserRow } from '../users/users.repository.js';
 import type { TokenSealer } from '../users/slack-token.js';
 import { planRecipientUpsert, recipientColumns } from '../users/users.service.js';
 import { Batcher, type Settled as SettledOf } from '../../storage/batcher.js';
-import { INGEST_CHUNK, INGEST_SENDS_JOB, type IntakeOutcome, type IntakeUnit, type SendIntake } from './intake.js';
+import { INGEST_CHUNK, INGEST_SENDS_JOB, type IntakeOutcome, type IntakeUnit, type SendIntake } from './intake.contract.js';
 import { journalChunk, journalEntry } from './send-intake.repository.js';
 
 type Settled = SettledOf<IntakeOutcome>;
