@@ -1,10 +1,17 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createFcmProvider, type FcmProvider } from '../../src/channels/push/fcm.js';
+import { FcmSettingsService } from '../../src/modules/push/fcm.service.js';
 import type { PushToken } from '../../src/channels/push/types.js';
 import { DeliveryError } from '../../src/channels/types.js';
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { FCM_SCOPE, type FcmPeer, generateServiceAccountKeys, startFcmPeer } from '../helpers/fcm-peer.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
+
+/** The credentials lookup the mobile push executor gives the provider: the environment's stored service account. */
+const fcmCredentials = (t: { deps: ConstructorParameters<typeof FcmSettingsService>[0] }) => {
+  const settings = new FcmSettingsService(t.deps);
+  return (scope: Parameters<FcmSettingsService['credentials']>[0]) => settings.credentials(scope);
+};
 
 const fcm = (token: string): PushToken => ({ type: 'FCM', token, device: { device_id: `device-${token}`, platform: 'android' } });
 
@@ -48,7 +55,7 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
   beforeEach(async () => {
     await provider?.close();
     // A fresh provider per test: an empty token cache.
-    provider = createFcmProvider(t.deps);
+    provider = createFcmProvider(t.deps, fcmCredentials(t));
     peer.tokenRequests.length = 0;
     peer.refusedTokenRequests.length = 0;
     peer.sends.length = 0;
@@ -243,7 +250,7 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
   });
 
   it('refuses a loopback token_uri unless private networks are allowed (SSRF guard)', async () => {
-    const guarded = createFcmProvider({ ...t.deps, config: { ...t.deps.config, allowPrivateNetworks: false } });
+    const guarded = createFcmProvider({ ...t.deps, config: { ...t.deps.config, allowPrivateNetworks: false } }, fcmCredentials(t));
     try {
       const err = await failure(guarded.send(scope, fcm('x'), { title: 't', message: 'm' }));
       expect(err.code).toBe('FCM_TOKEN_URI_BLOCKED');
@@ -256,7 +263,7 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
   });
 
   it('a bare 404 (wrong FCM base URL) is a permanent failure that does not remove the token', async () => {
-    const misrouted = createFcmProvider(t.deps, { baseUrl: `${peer.url}/not-fcm` });
+    const misrouted = createFcmProvider(t.deps, fcmCredentials(t), { baseUrl: `${peer.url}/not-fcm` });
     try {
       const err = await failure(misrouted.send(scope, fcm('keep-me'), { title: 't', message: 'm' }));
       expect(err.code).toBe('FCM_ERROR');
@@ -269,7 +276,7 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
   });
 
   it('connection failures are retryable', async () => {
-    const unreachable = createFcmProvider({ ...t.deps, config: { ...t.deps.config, fcmBaseUrl: 'http://127.0.0.1:1' } });
+    const unreachable = createFcmProvider({ ...t.deps, config: { ...t.deps.config, fcmBaseUrl: 'http://127.0.0.1:1' } }, fcmCredentials(t));
     try {
       const err = await failure(unreachable.send(scope, fcm('x'), { title: 't', message: 'm' }));
       expect(err.code).toBe('FCM_CONNECTION_FAILED');

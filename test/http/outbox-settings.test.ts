@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { OutboxEmailProvider } from '../../src/channels/email/outbox.js';
+import { OutboxRepository } from '../../src/modules/outbox/outbox.repository.js';
 import { EmailProviders, createEmailProvider } from '../../src/channels/email/registry.js';
 import { SmtpEmailProvider } from '../../src/channels/email/smtp.js';
 import type { EmailMessage } from '../../src/channels/types.js';
@@ -41,7 +42,7 @@ describe.each(STORAGE_KINDS)('per-environment SMTP setting (%s)', (kind) => {
     const res = await req('GET');
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ url: null, provider: 'outbox', source: 'default' });
-    providers = new EmailProviders(t.deps);
+    providers = new EmailProviders(t.deps, new OutboxRepository(t.deps.db));
     expect(await providers.forEnvironment(t.account.accountId, t.account.clientId)).toBeInstanceOf(OutboxEmailProvider);
   });
 
@@ -77,7 +78,7 @@ describe.each(STORAGE_KINDS)('per-environment SMTP setting (%s)', (kind) => {
     expect(row.smtp_url_enc).not.toContain('s3cret');
     expect(t.deps.secrets.decrypt(row.smtp_url_enc)).toBe(peer.url);
 
-    providers = new EmailProviders(t.deps);
+    providers = new EmailProviders(t.deps, new OutboxRepository(t.deps.db));
     const provider = await providers.forEnvironment(t.account.accountId, t.account.clientId);
     expect(provider).toBeInstanceOf(SmtpEmailProvider);
     const before = peer.messages.length;
@@ -102,7 +103,7 @@ describe.each(STORAGE_KINDS)('per-environment SMTP setting (%s)', (kind) => {
     const res = await req('DELETE');
     expect(res.statusCode).toBe(200);
     expect((await req('GET')).json().source).toBe('default');
-    providers = new EmailProviders(t.deps);
+    providers = new EmailProviders(t.deps, new OutboxRepository(t.deps.db));
     expect(await providers.forEnvironment(t.account.accountId, t.account.clientId)).toBeInstanceOf(OutboxEmailProvider);
     const again = await req('DELETE');
     expect(again.statusCode).toBe(404);
@@ -132,17 +133,17 @@ describe('SMTP setting without private networks', () => {
       const res = await withServer.app.inject({ method: 'GET', url: '/settings/email/smtp', headers: withServer.auth });
       expect(res.json()).toEqual({ url: null, provider: 'smtp', source: 'server' });
       // The operator's own server is trusted: no guard on it, even on loopback.
-      const providers = new EmailProviders(withServer.deps);
+      const providers = new EmailProviders(withServer.deps, new OutboxRepository(withServer.deps.db));
       const provider = await providers.forEnvironment(withServer.account.accountId, withServer.account.clientId);
       expect(provider).toBeInstanceOf(SmtpEmailProvider);
       await provider.send(mail(withServer.account, 7));
       expect((await peer.waitFor(1))[0]!.parsed.subject).toBe('S7');
       await providers.close();
 
-      const single = createEmailProvider(withServer.deps);
+      const single = createEmailProvider(withServer.deps, new OutboxRepository(withServer.deps.db));
       expect(single).toBeInstanceOf(SmtpEmailProvider);
       await single.close();
-      expect(createEmailProvider(t.deps)).toBeInstanceOf(OutboxEmailProvider);
+      expect(createEmailProvider(t.deps, new OutboxRepository(t.deps.db))).toBeInstanceOf(OutboxEmailProvider);
     } finally {
       await withServer.close();
       await peer.close();

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { simpleParser } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OutboxEmailProvider } from '../../src/channels/email/outbox.js';
+import { OutboxRepository } from '../../src/modules/outbox/outbox.repository.js';
 import { EmailProviders } from '../../src/channels/email/registry.js';
 import type { EmailMessage } from '../../src/channels/types.js';
 import type { CreatedAccount } from '../../src/modules/accounts/bootstrap.js';
@@ -35,7 +36,7 @@ describe.each(STORAGE_KINDS)('local outbox (%s)', (kind) => {
 
   beforeAll(async () => {
     t = await createTestContext(kind, { clock });
-    providers = new EmailProviders(t.deps);
+    providers = new EmailProviders(t.deps, new OutboxRepository(t.deps.db));
     const provider = await providers.forEnvironment(t.account.accountId, t.account.clientId);
     expect(provider).toBeInstanceOf(OutboxEmailProvider);
     for (let n = 1; n <= 5; n++) {

@@ -1,6 +1,5 @@
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import type { Deps } from '../../deps.js';
-import { OutboxRepository } from '../../modules/outbox/outbox.repository.js';
 import type { DeliveryResult, EmailMessage, EmailProvider } from '../types.js';
 import { composeEmail } from './compose.js';
 
@@ -28,6 +27,39 @@ export function parseHeaderBlock(raw: string): Record<string, string> {
   return headers;
 }
 
+/** An email the mail catcher keeps: a row of `outbox_messages` (migration 0030_email). JSON columns are text. */
+export interface CaughtEmail {
+  id: string;
+  account_id: string;
+  env_id: string;
+  tracking_id: string;
+  user_id: string | null;
+  message_id: string;
+  from_address: string;
+  from_name: string | null;
+  to_address: string;
+  to_address_lc: string;
+  to_name: string | null;
+  cc: string;
+  bcc: string;
+  reply_to: string;
+  subject: string;
+  preview_text: string | null;
+  html: string;
+  text: string;
+  headers: string;
+  attachments: string;
+  raw: string;
+  size: number;
+  created_at: string;
+}
+
+/** Where the mail catcher keeps what it catches (modules/outbox's repository is it). */
+export interface OutboxStore {
+  /** Stores the email once per (tracking id, recipient); answers the stored row's id. */
+  insertOnce(row: CaughtEmail): Promise<string>;
+}
+
 /**
  * The embedded default when no SMTP server is configured: builds exactly the MIME message SMTP
  * would carry (same composer), and keeps it in `outbox_messages` for the account and environment
@@ -35,14 +67,12 @@ export function parseHeaderBlock(raw: string): Record<string, string> {
  */
 export class OutboxEmailProvider implements EmailProvider {
   readonly name = 'outbox';
-  private readonly repo: OutboxRepository;
 
   constructor(
-    private readonly deps: Pick<Deps, 'db' | 'ids' | 'clock'>,
+    private readonly deps: Pick<Deps, 'ids' | 'clock'>,
+    private readonly repo: OutboxStore,
     private readonly options: { allowPrivateNetworks?: boolean } = {},
-  ) {
-    this.repo = new OutboxRepository(deps.db);
-  }
+  ) {}
 
   async send(message: EmailMessage): Promise<DeliveryResult> {
     const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks });

@@ -1,10 +1,14 @@
 import type { Deps } from '../../deps.js';
-import { OutboxRepository } from '../../modules/outbox/outbox.repository.js';
 import type { EmailProvider } from '../types.js';
-import { OutboxEmailProvider } from './outbox.js';
+import { OutboxEmailProvider, type OutboxStore } from './outbox.js';
 import { SmtpEmailProvider, type SmtpProviderOptions } from './smtp.js';
 
-export type EmailProviderDeps = Pick<Deps, 'config' | 'db' | 'ids' | 'clock' | 'secrets'>;
+export type EmailProviderDeps = Pick<Deps, 'config' | 'ids' | 'clock' | 'secrets'>;
+
+/** What the registry reads and writes in storage: the mail catcher's store and each environment's SMTP setting. */
+export interface EmailStore extends OutboxStore {
+  findSettings(scope: { accountId: string; envId: string }): Promise<{ smtp_url_enc: string } | undefined>;
+}
 
 /** Transport tuning shared by every SMTP provider the registry creates. */
 export type SmtpTuning = Partial<Omit<SmtpProviderOptions, 'url' | 'guard' | 'allowPrivateNetworks'>>;
@@ -20,15 +24,14 @@ export type EmailRoute = { kind: 'environment'; url: string } | { kind: 'server'
 export class EmailProviders {
   readonly outbox: OutboxEmailProvider;
   private readonly pools = new Map<string, SmtpEmailProvider>();
-  private readonly repo: OutboxRepository;
   private closed = false;
 
   constructor(
     private readonly deps: EmailProviderDeps,
+    private readonly repo: EmailStore,
     private readonly tuning: SmtpTuning = {},
   ) {
-    this.repo = new OutboxRepository(deps.db);
-    this.outbox = new OutboxEmailProvider(deps, { allowPrivateNetworks: deps.config.allowPrivateNetworks });
+    this.outbox = new OutboxEmailProvider(deps, repo, { allowPrivateNetworks: deps.config.allowPrivateNetworks });
   }
 
   /** The route for an environment, read on every call so a settings change applies to the next send. */
@@ -81,8 +84,8 @@ export class EmailProviders {
 }
 
 /** One provider without per-environment settings: SMTP for `smtpUrl` (default SMTP_URL), else the outbox. */
-export function createEmailProvider(deps: EmailProviderDeps, options: { smtpUrl?: string } & SmtpTuning = {}): EmailProvider {
+export function createEmailProvider(deps: EmailProviderDeps, store: OutboxStore, options: { smtpUrl?: string } & SmtpTuning = {}): EmailProvider {
   const { smtpUrl = deps.config.smtpUrl, ...tuning } = options;
   if (smtpUrl) return new SmtpEmailProvider({ ...tuning, url: smtpUrl, allowPrivateNetworks: deps.config.allowPrivateNetworks });
-  return new OutboxEmailProvider(deps, { allowPrivateNetworks: deps.config.allowPrivateNetworks });
+  return new OutboxEmailProvider(deps, store, { allowPrivateNetworks: deps.config.allowPrivateNetworks });
 }

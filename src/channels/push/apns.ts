@@ -1,15 +1,20 @@
-import fs from 'node:fs';
 import http2 from 'node:http2';
 import tls from 'node:tls';
-import type { Clock, Deps } from '../../deps.js';
-import { systemClock } from '../../deps.js';
-import { ApnSettingsService, type ApnsCredentials } from '../../modules/push/apn-settings.service.js';
+import { type Clock, systemClock } from '../../clock.js';
 import { DeliveryError, type DeliveryResult } from '../types.js';
 import { ApnsTokenCache } from './apns-jwt.js';
 import { APNS_MAX_PAYLOAD_BYTES, buildApnsRequest } from './apns-payload.js';
 import type { MobilePushMessage, MobilePushProvider, PushScope, PushToken } from './types.js';
 
-export type { ApnsCredentials };
+/** An environment's APNs token-auth credentials (PUT /settings/push/apn). */
+export interface ApnsCredentials {
+  keyId: string;
+  teamId: string;
+  /** apns-topic: the app's bundle id. */
+  topic: string;
+  /** PKCS#8 PEM of the ES256 (.p8) key. */
+  privateKey: string;
+}
 
 export interface ApnsProviderOptions {
   /** Origin of the production gateway, e.g. https://api.push.apple.com. */
@@ -189,18 +194,4 @@ function failure(response: ApnsResponse, deviceToken: string): DeliveryError {
 
 function connectionError(err: unknown): DeliveryError {
   return new DeliveryError('APNS_CONNECTION_FAILED', `APNs connection failed: ${err instanceof Error ? err.message : String(err)}`, { retryable: true });
-}
-
-/** The provider the mobile push executor uses: gateways from config, credentials per environment. */
-export function createApnsProvider(deps: Pick<Deps, 'config' | 'db' | 'clock' | 'secrets'>, overrides: Partial<ApnsProviderOptions> = {}): ApnsProvider {
-  const settings = new ApnSettingsService(deps);
-  const caFile = deps.config.apnsCaFile;
-  return new ApnsProvider({
-    productionUrl: deps.config.apnsProductionUrl,
-    sandboxUrl: deps.config.apnsSandboxUrl,
-    clock: deps.clock,
-    credentials: (scope) => settings.credentials(scope),
-    ...(caFile ? { ca: fs.readFileSync(caFile, 'utf8') } : {}),
-    ...overrides,
-  });
 }

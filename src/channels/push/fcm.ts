@@ -1,7 +1,5 @@
-import { createHash } from 'node:crypto';
 import { Agent } from 'undici';
 import type { Deps } from '../../deps.js';
-import { type FcmSettingsRow, FcmSettingsRepository } from '../../modules/push/fcm.repository.js';
 import { DeliveryError, type DeliveryResult } from '../types.js';
 import type { FcmServiceAccount } from './fcm-account.js';
 import { FcmTokenCache } from './fcm-auth.js';
@@ -9,7 +7,13 @@ import { TransportError, post, retryAfterMs } from './fcm-http.js';
 import { buildFcmRequest, classifyFcmError, isAccessTokenRejected, parseFcmError } from './fcm-message.js';
 import type { MobilePushMessage, MobilePushProvider, PushScope, PushToken } from './types.js';
 
-export type FcmProviderDeps = Pick<Deps, 'config' | 'db' | 'secrets' | 'clock'>;
+export type FcmProviderDeps = Pick<Deps, 'config' | 'clock'>;
+
+/**
+ * An environment's service account, and a version that changes whenever it is replaced (cached
+ * tokens of an older version are dropped); null when the environment has none.
+ */
+export type FcmCredentials = (scope: PushScope) => Promise<{ account: FcmServiceAccount; version: string } | null>;
 
 export interface FcmProviderOptions {
   /** FCM API base; default config.fcmBaseUrl (CLARION_FCM_BASE_URL). */
@@ -31,10 +35,9 @@ export interface FcmProvider extends MobilePushProvider {
  * grant at the account's token_uri. Tokens are cached per environment until shortly before they
  * expire; a 401 drops the token and the send is tried once more with a new one.
  */
-export function createFcmProvider(deps: FcmProviderDeps, options: FcmProviderOptions = {}): FcmProvider {
+export function createFcmProvider(deps: FcmProviderDeps, lookup: FcmCredentials, options: FcmProviderOptions = {}): FcmProvider {
   const baseUrl = (options.baseUrl ?? deps.config.fcmBaseUrl).replace(/\/+$/, '');
   const timeoutMs = options.timeoutMs ?? 10_000;
-  const repo = new FcmSettingsRepository(deps.db);
   const tokens = new FcmTokenCache({
     clock: deps.clock,
     allowPrivateNetworks: deps.config.allowPrivateNetworks,
@@ -46,13 +49,13 @@ export function createFcmProvider(deps: FcmProviderDeps, options: FcmProviderOpt
   let closed = false;
 
   const credentials = async (scope: PushScope): Promise<{ account: FcmServiceAccount; version: string }> => {
-    const row = await repo.find(scope);
-    if (!row) {
+    const found = await lookup(scope);
+    if (!found) {
       throw new DeliveryError('NOT_CONFIGURED', 'This environment has no FCM credentials; upload a service account with PUT /settings/push/fcm.', {
         retryable: false,
       });
     }
-    return { account: toAccount(deps, row), version: versionOf(row) };
+    return found;
   };
 
   async function sendOnce(url: string, accessToken: string, body: string): Promise<Awaited<ReturnType<typeof post>>> {
@@ -108,20 +111,4 @@ export function createFcmProvider(deps: FcmProviderDeps, options: FcmProviderOpt
       await agent.close();
     },
   };
-}
-
-function toAccount(deps: Pick<Deps, 'secrets'>, row: FcmSettingsRow): FcmServiceAccount {
-  const stored = JSON.parse(row.account_json) as { private_key_id?: unknown };
-  return {
-    projectId: row.project_id,
-    clientEmail: row.client_email,
-    tokenUri: row.token_uri,
-    privateKey: deps.secrets.decrypt(row.private_key_enc),
-    ...(typeof stored.private_key_id === 'string' ? { privateKeyId: stored.private_key_id } : {}),
-  };
-}
-
-/** Changes whenever the stored credentials are replaced (each encryption has a fresh IV). */
-function versionOf(row: FcmSettingsRow): string {
-  return createHash('sha256').update(`${row.private_key_enc}\n${row.client_email}\n${row.token_uri}\n${row.project_id}`).digest('base64url');
 }

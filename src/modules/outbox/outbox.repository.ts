@@ -1,33 +1,10 @@
 import type { Kysely, Selectable } from 'kysely';
+import type { CaughtEmail } from '../../channels/email/outbox.js';
 import { type EnvScope, EnvSettingsRepository } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 
-/** Row types of migration 0030_email. JSON columns are text; timestamps ISO-8601 text. */
-export interface OutboxMessagesTable {
-  id: string;
-  account_id: string;
-  env_id: string;
-  tracking_id: string;
-  user_id: string | null;
-  message_id: string;
-  from_address: string;
-  from_name: string | null;
-  to_address: string;
-  to_address_lc: string;
-  to_name: string | null;
-  cc: string;
-  bcc: string;
-  reply_to: string;
-  subject: string;
-  preview_text: string | null;
-  html: string;
-  text: string;
-  headers: string;
-  attachments: string;
-  raw: string;
-  size: number;
-  created_at: string;
-}
+/** Row types of migration 0030_email: the mail catcher's record is its own (channels/email/outbox.ts). */
+export type OutboxMessagesTable = CaughtEmail;
 
 export interface EmailSettingsTable {
   env_id: string;

@@ -1,3 +1,4 @@
+import type { ApnsCredentials } from '../../channels/push/apns.js';
 import { importPKCS8 } from 'jose';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
@@ -12,14 +13,6 @@ export interface ApnConfig {
 }
 
 /** What the APNs provider signs and addresses with. */
-export interface ApnsCredentials {
-  keyId: string;
-  teamId: string;
-  /** apns-topic: the app's bundle id. */
-  topic: string;
-  /** PKCS#8 PEM of the ES256 (.p8) key. */
-  privateKey: string;
-}
 
 const NOT_CONFIGURED_FIX = 'Store the APNs key with PUT /settings/push/apn.';
 

@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import { FcmAccountError, type FcmServiceAccount, parseServiceAccount } from '../../channels/push/fcm-account.js';
+import type { PushScope } from '../../channels/push/types.js';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
 import { SafeFetchError, resolvePublicAddress } from '../../net/ssrf.js';
@@ -21,6 +23,12 @@ export class FcmSettingsService {
   private readonly repo: FcmSettingsRepository;
   constructor(private readonly deps: Pick<Deps, 'db' | 'secrets' | 'clock' | 'config'>) {
     this.repo = new FcmSettingsRepository(deps.db);
+  }
+
+  /** The FCM provider's credentials lookup (channels/push/fcm.ts FcmCredentials). */
+  async credentials(scope: PushScope): Promise<{ account: FcmServiceAccount; version: string } | null> {
+    const row = await this.repo.find(scope);
+    return row ? { account: toAccount(this.deps, row), version: versionOf(row) } : null;
   }
 
   private view(row: FcmSettingsRow): FcmSettingsView {
@@ -77,4 +85,20 @@ export class FcmSettingsService {
       throw new AppError('NOT_FOUND', 'This environment has no FCM settings.', 'Nothing to delete; GET /settings/push/fcm shows the current settings.');
     }
   }
+}
+
+function toAccount(deps: Pick<Deps, 'secrets'>, row: FcmSettingsRow): FcmServiceAccount {
+  const stored = JSON.parse(row.account_json) as { private_key_id?: unknown };
+  return {
+    projectId: row.project_id,
+    clientEmail: row.client_email,
+    tokenUri: row.token_uri,
+    privateKey: deps.secrets.decrypt(row.private_key_enc),
+    ...(typeof stored.private_key_id === 'string' ? { privateKeyId: stored.private_key_id } : {}),
+  };
+}
+
+/** Changes whenever the stored credentials are replaced (each encryption has a fresh IV). */
+function versionOf(row: FcmSettingsRow): string {
+  return createHash('sha256').update(`${row.private_key_enc}\n${row.client_email}\n${row.token_uri}\n${row.project_id}`).digest('base64url');
 }

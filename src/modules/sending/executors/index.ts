@@ -1,6 +1,7 @@
 import { EmailProviders } from '../../../channels/email/registry.js';
 import type { Deps } from '../../../deps.js';
 import { InappService } from '../../inapp/inapp.service.js';
+import { OutboxRepository } from '../../outbox/outbox.repository.js';
 import type { SendChannel } from '../channels.js';
 import { callExecutor } from './call.js';
 import { emailExecutor } from './email.js';
@@ -15,7 +16,7 @@ export type { Executors } from './types.js';
 
 /** Every channel this process can deliver; a channel without an executor is routed CHANNEL_UNAVAILABLE. */
 export function buildExecutors(deps: Deps): { executors: Executors; close(): Promise<void> } {
-  const emailProviders = new EmailProviders(deps);
+  const emailProviders = new EmailProviders(deps, new OutboxRepository(deps.db));
   const candidates: [SendChannel, ManagedExecutor | null][] = [
     ['EMAIL', { ...emailExecutor(deps.config, emailProviders), close: () => emailProviders.close() }],
     ['INAPP_WEB', inappExecutor(new InappService(deps))],

@@ -1,8 +1,11 @@
-import { createApnsProvider } from '../../../channels/push/apns.js';
+import fs from 'node:fs';
+import { ApnsProvider } from '../../../channels/push/apns.js';
 import { createFcmProvider } from '../../../channels/push/fcm.js';
 import type { MobilePushMessage, MobilePushProvider, PushScope, PushToken } from '../../../channels/push/types.js';
 import { DeliveryError, type DeliveryResult } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
+import { ApnSettingsService } from '../../push/apn-settings.service.js';
+import { FcmSettingsService } from '../../push/fcm.service.js';
 import { UsersService } from '../../users/users.service.js';
 import { type ManagedExecutor, str } from './types.js';
 
@@ -16,7 +19,20 @@ type TokenOutcome = { token: PushToken; result: DeliveryResult } | { token: Push
  */
 export function mobilePushExecutor(deps: Deps): ManagedExecutor | null {
   const users = new UsersService(deps);
-  const providers: Record<PushToken['type'], MobilePushProvider> = { APN: createApnsProvider(deps), FCM: createFcmProvider(deps) };
+  const apnSettings = new ApnSettingsService(deps);
+  const fcmSettings = new FcmSettingsService(deps);
+  const caFile = deps.config.apnsCaFile;
+  const providers: Record<PushToken['type'], MobilePushProvider> = {
+    // Gateways from config, credentials per environment.
+    APN: new ApnsProvider({
+      productionUrl: deps.config.apnsProductionUrl,
+      sandboxUrl: deps.config.apnsSandboxUrl,
+      clock: deps.clock,
+      credentials: (scope) => apnSettings.credentials(scope),
+      ...(caFile ? { ca: fs.readFileSync(caFile, 'utf8') } : {}),
+    }),
+    FCM: createFcmProvider(deps, (scope) => fcmSettings.credentials(scope)),
+  };
 
   async function sendOne(scope: PushScope, token: PushToken, push: MobilePushMessage): Promise<TokenOutcome> {
     const provider = providers[token.type];
