@@ -5,6 +5,7 @@ import { randomFillSync } from 'node:crypto';
 import { V7Generator } from 'uuidv7';
 import type { Config } from './config.js';
 import { ApiLoad } from './load.js';
+import { ApiKeyCache } from './modules/auth/api-key-cache.js';
 import { type Queue, type QueueOptions, createQueue } from './queue/index.js';
 import { requestLogSerializers } from './http/request-logger.js';
 import { Secrets, loadRootKey } from './secrets.js';
@@ -28,6 +29,8 @@ export interface Deps {
   queue: Queue;
   /** How busy this process's API is; its queue gives way while it is (role all). */
   load: ApiLoad;
+  /** API keys this process resolved recently (one cache, shared by every AuthService). */
+  apiKeys: ApiKeyCache;
 }
 
 /**
@@ -94,6 +97,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
     ids,
     secrets: overrides.secrets ?? new Secrets(loadRootKey(config.secretKey, config.dataDir)),
     load,
+    apiKeys: new ApiKeyCache(clock),
     queue: createQueue(storage, {
       logger,
       ids,

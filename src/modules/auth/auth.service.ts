@@ -4,23 +4,11 @@ import { safeEqual, sha256Hex } from '../../secrets.js';
 import { AccountsRepository } from '../accounts/accounts.repository.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
 import { KeysRepository } from '../keys/keys.repository.js';
-import { API_KEY_PREFIX, type ApiKeyScope, scopeOf } from '../keys/api-key.js';
+import { API_KEY_PREFIX, scopeOf } from '../keys/api-key.js';
+import type { AuthContext } from './auth-context.js';
 import { verifyAccountToken } from './jwt.js';
 
-/** Who is calling, resolved once per request. */
-export interface AuthContext {
-  accountId: string;
-  /** The environment (its clientId) the call acts in; null for a JWT without `envId`. */
-  envId: string | null;
-  via: 'apiKey' | 'basic' | 'jwt';
-  /**
-   * `account`: may manage the account and act in any of its environments (account-scope API
-   * keys, JWTs); `environment`: acts only in `envId` (environment-scope keys, Basic credentials).
-   */
-  scope: ApiKeyScope;
-  keyId?: string;
-  subject?: string;
-}
+export type { AuthContext } from './auth-context.js';
 
 const forbidden = (message: string, fix: string) => new AppError('FORBIDDEN', message, fix);
 
@@ -29,20 +17,6 @@ const unauthorized = (message: string) =>
 
 /** Do not write last_used_at more often than this per key: it would put a write on every request. */
 const TOUCH_INTERVAL_MS = 60_000;
-
-/**
- * API keys resolved recently, per database, shared by every AuthService of the process: a key is
- * looked up on every request, and changes only when revoked. A revocation here clears the cache
- * at once (forgetApiKeys); one made by another process takes effect here within this time.
- */
-const API_KEY_CACHE_MS = 2000;
-const API_KEY_CACHE_MAX = 10_000;
-const apiKeyCaches = new WeakMap<object, Map<string, { auth: AuthContext; until: number }>>();
-
-/** Drops every cached API key of this database (after a revocation). */
-export function forgetApiKeys(db: object): void {
-  apiKeyCaches.get(db)?.clear();
-}
 
 export class AuthService {
   private readonly keys: KeysRepository;
@@ -58,7 +32,7 @@ export class AuthService {
 
   /**
    * authenticate's answer without waiting, when it needs nothing but this process's memory: an
-   * API key resolved in the last API_KEY_CACHE_MS, and no other envId asked for. Otherwise
+   * API key resolved in the last 2 s (ApiKeyCache), and no other envId asked for. Otherwise
    * undefined, and the caller awaits authenticate. Every request with an API key comes here
    * first: a promise chain per request was a measurable share of POST /send.
    */
@@ -71,10 +45,9 @@ export class AuthService {
     return auth;
   }
 
-  /** A copy of the context of an API key resolved in the last API_KEY_CACHE_MS, else undefined. */
+  /** A copy of the context of an API key resolved in the last 2 s (ApiKeyCache), else undefined. */
   private cachedKey(key: string): AuthContext | undefined {
-    const cached = apiKeyCaches.get(this.deps.db)?.get(key);
-    return cached && cached.until > Date.now() ? { ...cached.auth } : undefined;
+    return this.deps.apiKeys.get(key);
   }
 
   async authenticate(authorization: string | undefined, envIdParam: string | undefined): Promise<AuthContext> {
@@ -105,20 +78,14 @@ export class AuthService {
   }
 
   private async byApiKey(key: string): Promise<AuthContext> {
-    // Keyed by the key itself (held in this process's memory only, never logged): hashing it on
-    // every request was a measurable share of POST /send.
     const cached = this.cachedKey(key);
     if (cached) return cached;
-    let cache = apiKeyCaches.get(this.deps.db);
-    if (!cache) apiKeyCaches.set(this.deps.db, (cache = new Map()));
-    const now = Date.now();
     const row = await this.keys.findByHash(sha256Hex(key));
     if (!row) throw unauthorized('Unknown API key.');
     if (row.revoked) throw unauthorized('This API key has been revoked.');
     this.touch(row.id);
     const auth: AuthContext = { accountId: row.account_id, envId: row.env_id, via: 'apiKey', scope: scopeOf(row), keyId: row.id };
-    if (cache.size >= API_KEY_CACHE_MAX) cache.clear();
-    cache.set(key, { auth, until: now + API_KEY_CACHE_MS });
+    this.deps.apiKeys.set(key, auth);
     return { ...auth };
   }
 

@@ -1,6 +1,5 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
-import { forgetApiKeys } from '../auth/auth.service.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
 import { type ApiKeyScope, newApiKey, scopeOf } from './api-key.js';
 import { type ApiKeyRow, KeysRepository } from './keys.repository.js';
@@ -79,6 +78,6 @@ export class KeysService {
 
   async revoke(accountId: string, keyId: string): Promise<void> {
     if (!(await this.repo.revoke(accountId, keyId))) throw notFound('API key', keyId);
-    forgetApiKeys(this.deps.db);
+    this.deps.apiKeys.clear();
   }
 }
