@@ -6,6 +6,7 @@ import { V7Generator } from 'uuidv7';
 import type { Config } from './config.js';
 import { ApiLoad } from './load.js';
 import { ApiKeyCache } from './modules/auth/api-key-cache.js';
+import { InappRealtime } from './modules/inapp/inapp.realtime.js';
 import { type Queue, type QueueOptions, createQueue } from './queue/index.js';
 import { requestLogSerializers } from './http/request-logger.js';
 import { Secrets, loadRootKey } from './secrets.js';
@@ -31,6 +32,8 @@ export interface Deps {
   load: ApiLoad;
   /** API keys this process resolved recently (one cache, shared by every AuthService). */
   apiKeys: ApiKeyCache;
+  /** This process's in-app websockets and their cross-process fan-out (routes, workers and settings share it). */
+  inappRealtime: InappRealtime;
 }
 
 /**
@@ -88,7 +91,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
   const clock = overrides.clock ?? systemClock;
   const ids = overrides.ids ?? uuidIds;
   const load = new ApiLoad();
-  return {
+  const deps: Omit<Deps, 'inappRealtime'> & { inappRealtime?: InappRealtime } = {
     config,
     storage,
     db: storage.db,
@@ -111,4 +114,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
       ...overrides.queue,
     }),
   };
+  // Built last: it reads the other dependencies.
+  deps.inappRealtime = new InappRealtime(deps as Deps);
+  return deps as Deps;
 }

@@ -3,7 +3,6 @@ import { NotificationAPIClientSDK } from '@notificationapi/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { userHash } from '../../src/modules/inapp/inapp.auth.js';
-import { inappRealtime } from '../../src/modules/inapp/inapp.realtime.js';
 import { InappService, type StoreInappInput } from '../../src/modules/inapp/inapp.service.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -121,7 +120,7 @@ describe.each(STORAGE_KINDS)('published in-app client @notificationapi/core (%s)
     // Its websocket: wss://<websocketHost>?userId=...&envId=<clientId>
     client.openWebSocket();
     expect(PlainWebSocket.opened.at(-1)).toBe(`wss://${host}?userId=${encodeURIComponent(userId)}&envId=${t.account.clientId}`);
-    await vi.waitFor(() => expect(inappRealtime(t.deps).connections(t.account.clientId, userId)).toBe(1));
+    await vi.waitFor(() => expect(t.deps.inappRealtime.connections(t.account.clientId, userId)).toBe(1));
     const fresh = await service.deliver(input(t.account.clientId, userId, { trackingId: 'c4', imageURL: 'https://app.example/a.png' }));
     await vi.waitFor(() => expect(received).toEqual([fresh.notification]));
   });
@@ -144,7 +143,7 @@ describe.each(STORAGE_KINDS)('published in-app client @notificationapi/core (%s)
     const listed = await client.getInAppNotifications({ before: new Date().toISOString(), maxCountNeeded: 5 });
     expect(listed.items.map((n: ClientNotification) => n.id)).toEqual(['s1']);
     client.openWebSocket();
-    await vi.waitFor(() => expect(inappRealtime(t.deps).connections(env.clientId, userId)).toBe(1));
+    await vi.waitFor(() => expect(t.deps.inappRealtime.connections(env.clientId, userId)).toBe(1));
     const fresh = await service.deliver(input(env.clientId, userId, { trackingId: 's2' }));
     await vi.waitFor(() => expect(received).toEqual([fresh.notification]));
     NotificationAPIClientSDK.websocket.disconnect();

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
-import { inappRealtime } from '../../src/modules/inapp/inapp.realtime.js';
 import type { InappNotification } from '../../src/modules/inapp/inapp.service.js';
 import { CLOSE_TOO_MANY_SOCKETS, CLOSE_TOO_MUCH_UNSENT } from '../../src/realtime/hub.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -30,7 +29,7 @@ describe.each(STORAGE_KINDS)('in-app websocket bounds (%s)', (kind) => {
     clients.push(client);
     return client;
   };
-  const realtime = () => inappRealtime(t.deps);
+  const realtime = () => t.deps.inappRealtime;
   const connected = (envId: string, userId: string, count: number) => vi.waitFor(() => expect(realtime().connections(envId, userId)).toBe(count));
   const notification = (extra: Partial<InappNotification> = {}): InappNotification => ({
     id: randomUUID(),

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { buildDeps } from '../../src/deps.js';
 import { EnvironmentsService } from '../../src/modules/environments/environments.service.js';
-import { CLOSE_CREDENTIALS_CHANGED, inappRealtime } from '../../src/modules/inapp/inapp.realtime.js';
+import { CLOSE_CREDENTIALS_CHANGED } from '../../src/modules/inapp/inapp.realtime.js';
 import type { InappNotification } from '../../src/modules/inapp/inapp.service.js';
 import type { Storage } from '../../src/storage/db.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -34,7 +34,7 @@ describe.each(STORAGE_KINDS)('in-app websockets closed when environment credenti
     clients.push(client);
     return client;
   };
-  const realtime = () => inappRealtime(t.deps);
+  const realtime = () => t.deps.inappRealtime;
   const connected = (envId: string, userId: string, count: number) => vi.waitFor(() => expect(realtime().connections(envId, userId)).toBe(count));
   const notification = (): InappNotification => ({ id: randomUUID(), notificationId: 'comment', seen: false, title: 'New comment', date: '2026-01-15T10:00:00.000Z' });
   const newEnvironment = async () => {
@@ -119,16 +119,16 @@ describe.each(STORAGE_KINDS)('in-app websockets closed when environment credenti
     const otherStorage: Storage = t.storage.reopen();
     const otherDeps = buildDeps(t.deps.config, { storage: otherStorage, logger: pino({ level: 'silent' }), secrets: t.deps.secrets });
     try {
-      expect(inappRealtime(otherDeps)).not.toBe(realtime());
+      expect(otherDeps.inappRealtime).not.toBe(realtime());
       await new EnvironmentsService(otherDeps).update(t.account.accountId, envId, { secureMode: true });
       expect((await client.closed).code).toBe(CLOSE_CREDENTIALS_CHANGED);
       expect(realtime().connections(envId, user)).toBe(0);
       // Its NOTIFY and a later push went through the same LISTEN connection, in order.
-      await inappRealtime(otherDeps).publish({ accountId: t.account.accountId, envId: other, userId: user }, [notification()]);
+      await otherDeps.inappRealtime.publish({ accountId: t.account.accountId, envId: other, userId: user }, [notification()]);
       await vi.waitFor(() => expect(bystander.messages).toBe(1));
       expect(bystander.ws.readyState).toBe(WebSocket.OPEN);
     } finally {
-      await inappRealtime(otherDeps).close();
+      await otherDeps.inappRealtime.close();
       await otherStorage.close();
     }
   });

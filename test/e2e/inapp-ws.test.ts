@@ -4,7 +4,6 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { buildDeps } from '../../src/deps.js';
 import { userHash } from '../../src/modules/inapp/inapp.auth.js';
-import { inappRealtime } from '../../src/modules/inapp/inapp.realtime.js';
 import { InappService, type StoreInappInput } from '../../src/modules/inapp/inapp.service.js';
 import { Secrets } from '../../src/secrets.js';
 import type { Storage } from '../../src/storage/db.js';
@@ -90,7 +89,7 @@ describe.each(STORAGE_KINDS)('in-app websocket (%s)', (kind) => {
     ...extra,
   });
   const connected = (userId: string, count: number, envId = t.account.clientId) =>
-    vi.waitFor(() => expect(inappRealtime(t.deps).connections(envId, userId)).toBe(count));
+    vi.waitFor(() => expect(t.deps.inappRealtime.connections(envId, userId)).toBe(count));
 
   it('pushes a stored notification to the user\'s sockets, and nothing to another user', async () => {
     const alice = `alice-${randomUUID()}`;
@@ -170,7 +169,7 @@ describe.each(STORAGE_KINDS)('in-app websocket (%s)', (kind) => {
     const otherDeps = buildDeps(t.deps.config, { storage: otherStorage, logger: pino({ level: 'silent' }), secrets: new Secrets(randomBytes(32)) });
     try {
       const worker = new InappService(otherDeps);
-      expect(inappRealtime(otherDeps)).not.toBe(inappRealtime(t.deps));
+      expect(otherDeps.inappRealtime).not.toBe(t.deps.inappRealtime);
       const small = await worker.deliver(input(frank, { trackingId: 'remote-small' }));
       // Over PostgreSQL's NOTIFY limit: only the id crosses, the listener reads the row back.
       const big = await worker.deliver(input(frank, { trackingId: 'remote-big', parameters: { blob: 'x'.repeat(20_000) } }));
@@ -191,7 +190,7 @@ describe.each(STORAGE_KINDS)('in-app websocket (%s)', (kind) => {
       // The marker came through the LISTEN connection after every earlier NOTIFY: no echo duplicated "local".
       expect(socket.messages).toHaveLength(4);
     } finally {
-      await inappRealtime(otherDeps).close();
+      await otherDeps.inappRealtime.close();
       await otherStorage.close();
     }
   });

@@ -3,7 +3,6 @@ import type { Deps } from '../../deps.js';
 import { notFound } from '../../errors.js';
 import type { Channel } from '../../http/schemas.js';
 import { randomToken } from '../../secrets.js';
-import { inappRealtime } from '../inapp/inapp.realtime.js';
 import { type EnvironmentRow, EnvironmentsRepository } from './environments.repository.js';
 
 export interface Environment {
@@ -81,7 +80,7 @@ export class EnvironmentsService {
     });
     // Open in-app sockets were authenticated under the old rules. Also on a repeated
     // `secureMode: true`, so retrying a PATCH whose close failed still closes them.
-    if (patch.secureMode === true || patch.resetSecret) await inappRealtime(this.deps).closeEnvironment(accountId, clientId);
+    if (patch.secureMode === true || patch.resetSecret) await this.deps.inappRealtime.closeEnvironment(accountId, clientId);
     return this.get(accountId, clientId);
   }
 }

@@ -1,6 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
-import type { Deps } from '../../deps.js';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Config } from '../../config.js';
+import type { Storage } from '../../storage/db.js';
+import type { CoreTables } from '../../storage/schema.js';
 import { SocketHub } from '../../realtime/hub.js';
 import { MAX_NOTIFY_BYTES, PgListener, pgNotify } from '../../realtime/pg-notify.js';
 import { type InappNotification, toInappNotification } from './inapp.model.js';
@@ -33,6 +37,14 @@ interface FanoutMessage {
 
 const keyOf = (envId: string, userId: string) => `${envId}\u0000${userId}`;
 
+/** What the realtime needs of the composition root (Deps), which builds it once per process. */
+export interface InappRealtimeDeps {
+  config: Config;
+  storage: Storage;
+  db: Kysely<CoreTables>;
+  logger: Logger;
+}
+
 /**
  * In-app realtime: the sockets of this process per (environment, user), and on PostgreSQL a
  * NOTIFY/LISTEN bridge so a notification stored by any process reaches sockets held by any other.
@@ -47,7 +59,7 @@ export class InappRealtime {
   /** Per environment whose sockets were closed for changed credentials, how many times (bounded by the environments). */
   private readonly closedEpochs = new Map<string, number>();
 
-  constructor(private readonly deps: Deps) {}
+  constructor(private readonly deps: InappRealtimeDeps) {}
 
   /**
    * Changes each time the environment's sockets are closed for changed credentials. A socket is
@@ -111,7 +123,6 @@ export class InappRealtime {
     this.hub.close();
     await this.listener?.close();
     this.listener = undefined;
-    if (registry.get(this.deps.db) === this) registry.delete(this.deps.db);
   }
 
   private closeLocal(envId: string, code: number): number {
@@ -157,16 +168,4 @@ export class InappRealtime {
       this.deps.logger.warn({ err }, 'could not fan out an in-app notification');
     }
   }
-}
-
-/**
- * One InappRealtime per database handle, so the websocket routes and a delivery worker built from
- * the same Deps in one process share sockets (Deps has no realtime slot of its own).
- */
-const registry = new WeakMap<object, InappRealtime>();
-
-export function inappRealtime(deps: Deps): InappRealtime {
-  let realtime = registry.get(deps.db);
-  if (!realtime) registry.set(deps.db, (realtime = new InappRealtime(deps)));
-  return realtime;
 }

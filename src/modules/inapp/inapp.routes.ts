@@ -7,7 +7,6 @@ import type { App } from '../../http/types.js';
 import { ensureWebsocketSupport } from '../../realtime/websocket.js';
 import { AuthService, requireEnv } from '../auth/auth.service.js';
 import { InappAuthenticator, inappUnauthorized, parseInappBasic } from './inapp.auth.js';
-import { inappRealtime } from './inapp.realtime.js';
 import type { InappScope } from './inapp.repository.js';
 import {
   ClientPathParams,
@@ -48,7 +47,7 @@ async function jsonBody(req: FastifyRequest): Promise<void> {
  */
 export async function inappRoutes(app: App, deps: Deps): Promise<void> {
   const service = new InappService(deps);
-  const realtime = inappRealtime(deps);
+  const realtime = deps.inappRealtime;
   const authenticator = new InappAuthenticator(deps);
   const accountAuth = new AuthService(deps);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);

@@ -10,7 +10,7 @@ import {
   parseStatusValue,
   toInappNotification,
 } from './inapp.model.js';
-import { type InappRealtime, inappRealtime } from './inapp.realtime.js';
+import type { InappRealtime } from './inapp.realtime.js';
 import { type AnyKysely, InappRepository, type InappRow, type InappRowPatch, type InappScope } from './inapp.repository.js';
 
 export type { InappNotification, InappReply, InappScope };
@@ -72,7 +72,7 @@ export class InappService {
 
   constructor(private readonly deps: Deps) {
     this.repo = new InappRepository(deps.db);
-    this.realtime = inappRealtime(deps);
+    this.realtime = deps.inappRealtime;
   }
 
   /**
