@@ -3,7 +3,7 @@ import pg from 'pg';
 import PgBoss from 'pg-boss';
 import { uuidv7 } from 'uuidv7';
 import type { Ids } from '../clock.js';
-import type { BatchJobHandler, BatchWorkOptions, EnqueueOptions, JobHandler, Queue, WorkOptions } from './port.js';
+import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type Queue, type WorkOptions, keyedJobId } from './port.js';
 import { type ClaimedJob, type JobBackend, JobRunner } from './runner.js';
 import { type CommonQueueOptions, resolveMaxAttempts } from './sqlite-queue.js';
 
@@ -149,7 +149,7 @@ export class PgBossQueue implements Queue, JobBackend {
   async enqueue<T>(tx: Kysely<any>, name: string, data: T, options: EnqueueOptions = {}): Promise<string> {
     const maxAttempts = resolveMaxAttempts(options.maxAttempts, this.options.maxAttempts ?? 10);
     await this.ensureQueue(name);
-    const uuid = this.ids.uuid();
+    const uuid = options.key === undefined ? this.ids.uuid() : keyedJobId(name, options.key);
     // Pre-serialised: node-pg would turn a bare array or string into a non-JSON parameter.
     const id = await this.boss.send(name, JSON.stringify(data ?? null) as unknown as object, {
       id: uuid,
@@ -164,7 +164,8 @@ export class PgBossQueue implements Queue, JobBackend {
       expireInSeconds: Math.max(1, this.lockMs / 1000),
       db: executor(tx),
     });
-    if (!id) throw new Error(`queue: pg-boss did not insert the '${name}' job`);
+    // pg-boss inserts nothing for an id it holds already: expected for a keyed job.
+    if (!id && options.key === undefined) throw new Error(`queue: pg-boss did not insert the '${name}' job`);
     // One NOTIFY per name and transaction is enough (PostgreSQL delivers it once, at commit):
     // a batch of sends enqueues in one transaction.
     const notified = tx.isTransaction ? (this.notifiedIn.get(tx) ?? new Set<string>()) : new Set<string>();
@@ -174,7 +175,7 @@ export class PgBossQueue implements Queue, JobBackend {
       if (tx.isTransaction) this.notifiedIn.set(tx, notified);
     }
     this.runner.nudge(name);
-    return `${name}:${id}`;
+    return `${name}:${uuid}`;
   }
 
   async cancel(tx: Kysely<any>, jobId: string): Promise<boolean> {

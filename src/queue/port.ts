@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 
 /**
@@ -19,6 +20,18 @@ export interface EnqueueOptions {
   runAt?: Date;
   /** Runs (first + retries) before the job is given up. Default 10. */
   maxAttempts?: number;
+  /**
+   * At most one job of this name per key, ever: an enqueue whose key was used already inserts
+   * nothing and answers the same id. For jobs that every process schedules and one must run
+   * (the hourly purge: one key per hour).
+   */
+  key?: string;
+}
+
+/** The id of the one job of `name` with `key` (a UUID-shaped digest, valid in both engines). */
+export function keyedJobId(name: string, key: string): string {
+  const hex = createHash('sha256').update(`${name}\n${key}`).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
 }
 
 export type JobHandler<T = unknown> = (data: T, job: JobContext) => Promise<void>;

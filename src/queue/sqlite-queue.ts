@@ -4,7 +4,7 @@ import type SQLite from 'better-sqlite3';
 import { type Kysely, sql } from 'kysely';
 import { uuidv7 } from 'uuidv7';
 import { type Clock, type Ids, systemClock } from '../clock.js';
-import type { BatchJobHandler, BatchWorkOptions, EnqueueOptions, JobHandler, Queue, WorkOptions } from './port.js';
+import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type Queue, type WorkOptions, keyedJobId } from './port.js';
 import { type BackoffOptions, type ClaimedJob, type JobBackend, JobRunner, type QueueLogger } from './runner.js';
 
 /** Row of the queue_jobs table (migration 0020_queue). Timestamps are ISO-8601 UTC text. */
@@ -112,7 +112,7 @@ export class SqliteQueue implements Queue, JobBackend {
   }
 
   async enqueue<T>(tx: Kysely<any>, name: string, data: T, options: EnqueueOptions = {}): Promise<string> {
-    const id = this.ids.uuid();
+    const id = options.key === undefined ? this.ids.uuid() : keyedJobId(name, options.key);
     const now = this.now();
     await this.jobs(tx)
       .insertInto('queue_jobs')
@@ -127,6 +127,7 @@ export class SqliteQueue implements Queue, JobBackend {
         created_at: now,
         updated_at: now,
       })
+      .onConflict((oc) => oc.column('id').doNothing())
       .execute();
     // On the same Kysely the claim waits for the connection until the caller's transaction ends,
     // so the nudge sees the job once committed; on another connection the next poll does.

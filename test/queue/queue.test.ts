@@ -43,6 +43,26 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     expect(await env.jobCount()).toBe(1);
   });
 
+  it('keeps one job per key: queues in two processes scheduling the same key make one job, run once', async () => {
+    const a = env.queue();
+    const b = env.queue({}, env.storage.reopen());
+    const runs: string[] = [];
+    a.work<{ by: string }>('t.keyed', async (data) => void runs.push(data.by));
+    await a.start();
+    const first = await a.enqueue(env.storage.db, 't.keyed', { by: 'a' }, { key: '2026-01-15T10' });
+    const second = await b.enqueue(env.storage.db, 't.keyed', { by: 'b' }, { key: '2026-01-15T10' });
+    expect(second).toBe(first);
+    await waitFor(async () => (await env.job(first))?.state === 'done', 5000, 'the keyed job done');
+    // Once done, the same key still inserts nothing; another key is another job.
+    expect(await a.enqueue(env.storage.db, 't.keyed', { by: 'a again' }, { key: '2026-01-15T10' })).toBe(first);
+    const next = await a.enqueue(env.storage.db, 't.keyed', { by: 'next hour' }, { key: '2026-01-15T11' });
+    expect(next).not.toBe(first);
+    await waitFor(async () => (await env.job(next))?.state === 'done', 5000, 'the next key done');
+    await sleep(100);
+    expect(runs).toEqual(['a', 'next hour']);
+    expect(await env.jobCount()).toBe(2);
+  });
+
   it('wakes an idle worker on enqueue instead of waiting a poll interval', async () => {
     const q = env.queue({ pollIntervalMs: 60_000 });
     const ran = deferred<number>();
