@@ -1,0 +1,38 @@
+import type { Deps } from '../../deps.js';
+import { LogsRepository } from '../logs/logs.repository.js';
+import { IdempotencyRepository } from '../sending/idempotency.repository.js';
+import { MessagesRepository } from '../sending/messages.repository.js';
+
+export const PURGE_JOB = 'system.purge';
+
+const DAY_MS = 24 * 3600 * 1000;
+
+export interface Maintenance {
+  /** Purges old logs (CLARION_LOG_RETENTION_DAYS), idempotency keys and log queries, now. */
+  purge(): Promise<void>;
+  /**
+   * Schedules this hour's purge. Every worker process calls it every hour; the job's key is the
+   * hour, so across processes the purge runs once an hour (the queue keeps one job per key).
+   */
+  schedulePurge(): Promise<string>;
+}
+
+/** The maintenance jobs: the hourly retention purge. */
+export function registerMaintenanceJobs(deps: Deps): Maintenance {
+  const purge = async () => {
+    const now = deps.clock.now().getTime();
+    const messages = new MessagesRepository(deps.db);
+    const before = new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString();
+    while ((await messages.purgeBefore(before)) > 0) {
+      // delete in batches so one purge never holds a long transaction
+    }
+    await new IdempotencyRepository(deps.db).purgeBefore(new Date(now - DAY_MS).toISOString());
+    await new LogsRepository(deps.db).purgeQueriesBefore(new Date(now - DAY_MS).toISOString());
+  };
+  deps.queue.work(PURGE_JOB, () => purge(), { concurrency: 1 });
+  return {
+    purge,
+    // A few attempts within the hour; a purge that fails for good is done by the next hour's.
+    schedulePurge: () => deps.queue.enqueue(deps.db, PURGE_JOB, {}, { key: deps.clock.now().toISOString().slice(0, 13), maxAttempts: 3 }),
+  };
+}
