@@ -1,36 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import type { InappNotification } from '../../src/modules/inapp/inapp.service.js';
 import { CLOSE_TOO_MANY_SOCKETS, CLOSE_TOO_MUCH_UNSENT } from '../../src/realtime/hub.js';
-import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
-import { Client } from './inapp-ws-client.js';
+import { Client, inappSocketServer } from './inapp-ws-client.js';
 
 describe.each(STORAGE_KINDS)('in-app websocket bounds (%s)', (kind) => {
-  let t: TestContext;
-  let base: string;
-  const clients: Client[] = [];
-
-  beforeAll(async () => {
-    t = await createTestContext(kind, { config: kind === 'postgres' ? { databaseUrl: process.env.DATABASE_URL } : {} });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    const address = t.app.server.address();
-    if (!address || typeof address === 'string') throw new Error('no address');
-    base = `ws://127.0.0.1:${address.port}`;
-  });
-  afterAll(async () => {
-    for (const client of clients) client.ws.terminate();
-    await t.close();
-  });
-
-  const connect = async (envId: string, userId: string) => {
-    const client = await Client.open(`${base}/?envId=${envId}&userId=${encodeURIComponent(userId)}`);
-    clients.push(client);
-    return client;
-  };
-  const realtime = () => t.deps.inappRealtime;
-  const connected = (envId: string, userId: string, count: number) => vi.waitFor(() => expect(realtime().connections(envId, userId)).toBe(count));
+  const server = inappSocketServer(kind);
+  const { clients, connect, connected } = server;
+  const realtime = () => server.t.deps.inappRealtime;
   const notification = (extra: Partial<InappNotification> = {}): InappNotification => ({
     id: randomUUID(),
     notificationId: 'comment',
@@ -41,7 +20,7 @@ describe.each(STORAGE_KINDS)('in-app websocket bounds (%s)', (kind) => {
   });
 
   it('keeps at most 10 sockets per user: the 11th closes the oldest with 4008, the others still get pushes', async () => {
-    const envId = t.account.clientId;
+    const envId = server.t.account.clientId;
     const user = `tabs-${randomUUID()}`;
     const tabs: Client[] = [];
     for (let i = 0; i < 10; i++) tabs.push(await connect(envId, user));
@@ -50,7 +29,7 @@ describe.each(STORAGE_KINDS)('in-app websocket bounds (%s)', (kind) => {
     expect(await tabs[0].closed).toEqual({ code: CLOSE_TOO_MANY_SOCKETS, reason: expect.stringContaining('too many sockets') });
     expect(realtime().connections(envId, user)).toBe(10);
 
-    await realtime().publish({ accountId: t.account.accountId, envId, userId: user }, [notification()]);
+    await realtime().publish({ accountId: server.t.account.accountId, envId, userId: user }, [notification()]);
     const kept = [...tabs.slice(1), eleventh];
     await vi.waitFor(() => expect(kept.map((c) => c.messages)).toEqual(kept.map(() => 1)));
     expect(tabs[0].messages).toBe(0);
@@ -58,7 +37,7 @@ describe.each(STORAGE_KINDS)('in-app websocket bounds (%s)', (kind) => {
   });
 
   it('drops a socket whose peer stops reading once its unsent data passes 1 MiB, with 4009, and keeps the reading one', async () => {
-    const envId = t.account.clientId;
+    const envId = server.t.account.clientId;
     const user = `slow-${randomUUID()}`;
     const slow = await connect(envId, user);
     const healthy = await connect(envId, user);
@@ -67,7 +46,7 @@ describe.each(STORAGE_KINDS)('in-app websocket bounds (%s)', (kind) => {
     const tcp = (slow.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
     tcp.pause();
 
-    const scope = { accountId: t.account.accountId, envId, userId: user };
+    const scope = { accountId: server.t.account.accountId, envId, userId: user };
     const blob = 'x'.repeat(128 * 1024);
     let pushes = 0;
     // Up to 32 MiB: past what loopback TCP buffers hold (tcp_wmem max 4 MiB here) plus the bound.

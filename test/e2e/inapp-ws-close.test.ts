@@ -1,44 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { buildDeps } from '../../src/deps.js';
 import { EnvironmentsService } from '../../src/modules/environments/environments.service.js';
 import { CLOSE_CREDENTIALS_CHANGED } from '../../src/modules/inapp/inapp.realtime.js';
 import type { InappNotification } from '../../src/modules/inapp/inapp.service.js';
 import type { Storage } from '../../src/storage/db.js';
-import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
-import { Client } from './inapp-ws-client.js';
+import { Client, inappSocketServer } from './inapp-ws-client.js';
 
 describe.each(STORAGE_KINDS)('in-app websockets closed when environment credentials change (%s)', (kind) => {
-  let t: TestContext;
-  let base: string;
-  const clients: Client[] = [];
-
-  beforeAll(async () => {
-    // With a databaseUrl the app LISTENs, so a change made by another process reaches its sockets.
-    t = await createTestContext(kind, { config: kind === 'postgres' ? { databaseUrl: process.env.DATABASE_URL } : {} });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    const address = t.app.server.address();
-    if (!address || typeof address === 'string') throw new Error('no address');
-    base = `ws://127.0.0.1:${address.port}`;
-  });
-  afterAll(async () => {
-    for (const client of clients) client.ws.terminate();
-    await t.close();
-  });
-
-  const connect = async (envId: string, userId: string) => {
-    const client = await Client.open(`${base}/?envId=${envId}&userId=${encodeURIComponent(userId)}`);
-    clients.push(client);
-    return client;
-  };
-  const realtime = () => t.deps.inappRealtime;
-  const connected = (envId: string, userId: string, count: number) => vi.waitFor(() => expect(realtime().connections(envId, userId)).toBe(count));
+  const server = inappSocketServer(kind);
+  const { clients, connect, connected } = server;
+  const realtime = () => server.t.deps.inappRealtime;
   const notification = (): InappNotification => ({ id: randomUUID(), notificationId: 'comment', seen: false, title: 'New comment', date: '2026-01-15T10:00:00.000Z' });
   const newEnvironment = async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/environments', headers: t.auth, payload: { title: `env-${randomUUID()}` } });
+    const res = await server.t.app.inject({ method: 'POST', url: '/environments', headers: server.t.auth, payload: { title: `env-${randomUUID()}` } });
     expect(res.statusCode, res.body).toBe(200);
     return res.json().clientId as string;
   };
@@ -52,16 +30,16 @@ describe.each(STORAGE_KINDS)('in-app websockets closed when environment credenti
     await connected(envA, user, 1);
     await connected(envB, user, 1);
 
-    const res = await t.app.inject({ method: 'PATCH', url: `/environments/${envA}`, headers: t.auth, payload: { secureMode: true } });
+    const res = await server.t.app.inject({ method: 'PATCH', url: `/environments/${envA}`, headers: server.t.auth, payload: { secureMode: true } });
     expect(res.statusCode, res.body).toBe(200);
     for (const client of inA) expect((await client.closed).code).toBe(CLOSE_CREDENTIALS_CHANGED);
     expect(realtime().connections(envA, user)).toBe(0);
 
     expect(inB.ws.readyState).toBe(WebSocket.OPEN);
-    await realtime().publish({ accountId: t.account.accountId, envId: envB, userId: user }, [notification()]);
+    await realtime().publish({ accountId: server.t.account.accountId, envId: envB, userId: user }, [notification()]);
     await vi.waitFor(() => expect(inB.messages).toBe(1));
     // A title change closes nothing.
-    expect((await t.app.inject({ method: 'PATCH', url: `/environments/${envB}`, headers: t.auth, payload: { title: 'renamed' } })).statusCode).toBe(200);
+    expect((await server.t.app.inject({ method: 'PATCH', url: `/environments/${envB}`, headers: server.t.auth, payload: { title: 'renamed' } })).statusCode).toBe(200);
     expect(realtime().connections(envB, user)).toBe(1);
   });
 
@@ -73,7 +51,7 @@ describe.each(STORAGE_KINDS)('in-app websockets closed when environment credenti
     const bystander = await connect(other, user);
     await connected(envId, user, 1);
     await connected(other, user, 1);
-    const res = await t.app.inject({ method: 'PATCH', url: `/environments/${envId}`, headers: t.auth, payload: { resetSecret: true } });
+    const res = await server.t.app.inject({ method: 'PATCH', url: `/environments/${envId}`, headers: server.t.auth, payload: { resetSecret: true } });
     expect(res.statusCode, res.body).toBe(200);
     expect((await client.closed).code).toBe(CLOSE_CREDENTIALS_CHANGED);
     expect(realtime().connections(envId, user)).toBe(0);
@@ -85,15 +63,15 @@ describe.each(STORAGE_KINDS)('in-app websockets closed when environment credenti
     const { WebSocketServer } = await import('ws');
     const envId = await newEnvironment();
     const user = `late-${randomUUID()}`;
-    const scope = { accountId: t.account.accountId, envId, userId: user };
+    const scope = { accountId: server.t.account.accountId, envId, userId: user };
     // As the websocket route does: the epoch is read before authenticating, then the PATCH lands.
     const before = realtime().credentialsEpoch(envId);
-    await realtime().closeEnvironment(t.account.accountId, envId);
+    await realtime().closeEnvironment(server.t.account.accountId, envId);
     const after = realtime().credentialsEpoch(envId);
-    const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-    server.on('connection', (socket, req) => realtime().attach(scope, socket, req.url?.includes('late') ? before : after));
-    await new Promise((resolve) => server.once('listening', resolve));
-    const { port } = server.address() as { port: number };
+    const bare = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    bare.on('connection', (socket, req) => realtime().attach(scope, socket, req.url?.includes('late') ? before : after));
+    await new Promise((resolve) => bare.once('listening', resolve));
+    const { port } = bare.address() as { port: number };
     try {
       const late = await Client.open(`ws://127.0.0.1:${port}/?late`);
       expect((await late.closed).code).toBe(CLOSE_CREDENTIALS_CHANGED);
@@ -102,8 +80,8 @@ describe.each(STORAGE_KINDS)('in-app websockets closed when environment credenti
       await connected(envId, user, 1);
       expect(fresh.ws.readyState).toBe(WebSocket.OPEN);
     } finally {
-      for (const client of server.clients) client.terminate();
-      await new Promise((resolve) => server.close(resolve));
+      for (const client of bare.clients) client.terminate();
+      await new Promise((resolve) => bare.close(resolve));
     }
   });
 
@@ -116,15 +94,15 @@ describe.each(STORAGE_KINDS)('in-app websockets closed when environment credenti
     const bystander = await connect(other, user);
     await connected(envId, user, 1);
 
-    const otherStorage: Storage = t.storage.reopen();
-    const otherDeps = buildDeps(t.deps.config, { storage: otherStorage, logger: pino({ level: 'silent' }), secrets: t.deps.secrets });
+    const otherStorage: Storage = server.t.storage.reopen();
+    const otherDeps = buildDeps(server.t.deps.config, { storage: otherStorage, logger: pino({ level: 'silent' }), secrets: server.t.deps.secrets });
     try {
       expect(otherDeps.inappRealtime).not.toBe(realtime());
-      await new EnvironmentsService(otherDeps).update(t.account.accountId, envId, { secureMode: true });
+      await new EnvironmentsService(otherDeps).update(server.t.account.accountId, envId, { secureMode: true });
       expect((await client.closed).code).toBe(CLOSE_CREDENTIALS_CHANGED);
       expect(realtime().connections(envId, user)).toBe(0);
       // Its NOTIFY and a later push went through the same LISTEN connection, in order.
-      await otherDeps.inappRealtime.publish({ accountId: t.account.accountId, envId: other, userId: user }, [notification()]);
+      await otherDeps.inappRealtime.publish({ accountId: server.t.account.accountId, envId: other, userId: user }, [notification()]);
       await vi.waitFor(() => expect(bystander.messages).toBe(1));
       expect(bystander.ws.readyState).toBe(WebSocket.OPEN);
     } finally {
