@@ -55,69 +55,66 @@ describe.each(STORAGE_KINDS)('final failure of a message (%s)', (kind) => {
   });
 });
 
-// The embedded queue: a send whose job's worker died on its last attempt (kill -9, out of
-// memory) ends failed too. The queue hands the job over with its attempts used up and the
-// runner fails it for good through the job's onFailed; no handler saw a failure.
-describe('final failure of a send whose worker died on its last attempt (sqlite)', () => {
+// The embedded queue: a job whose worker died on its last attempt (kill -9, out of memory) is
+// handed over with its attempts used up, and the runner fails it for good through the job's
+// onFailed: no handler saw a failure, and what the job stood for ends failed all the same.
+describe('final failure when the worker died on the last attempt (sqlite)', () => {
   let t: TestContext;
   beforeAll(async () => {
     t = await createTestContext('sqlite', { config: { jobLockSeconds: 1 } });
   });
   afterAll(() => t.close());
 
-  it('stores the accepted send and logs PROCESSING_FAILED with the reason', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'lost_worker', to: { id: 'lw-user' }, inapp: { title: 'hello' } } });
-    expect(res.statusCode).toBe(202);
-    const trackingId = res.json().trackingId as string;
-    const db = t.deps.db as any;
-    // Before any worker runs: its job as a dead worker leaves it, running its last attempt with an expired lock.
-    const jobs = await eventually(async () => {
-      const rows = await db.selectFrom('queue_jobs').selectAll().where('state', '=', 'waiting').execute();
-      return rows.length ? rows : undefined;
-    }, 10_000, 'the send\'s job');
+  const db = () => t.deps.db as any;
+  /** Leaves these jobs as a worker killed during their last attempt would: running, attempts used up, lock expired. */
+  async function abandonOnLastAttempt(jobs: { id: string; max_attempts: number }[]): Promise<void> {
     const past = new Date(Date.now() - 60_000).toISOString();
     for (const job of jobs) {
-      await db.updateTable('queue_jobs').set({ state: 'running', attempt: job.max_attempts, locked_by: 'dead-worker', locked_until: past }).where('id', '=', job.id).execute();
+      await db().updateTable('queue_jobs').set({ state: 'running', attempt: job.max_attempts, locked_by: 'dead-worker', locked_until: past }).where('id', '=', job.id).execute();
     }
-    t.workers = await startWorkers(t.deps, { retryBaseMs: 10 });
-    const record = await eventually(async () => {
+  }
+  /** The send's log record once `field` is set. */
+  const loggedWith = (trackingId: string, field: string) =>
+    eventually(async () => {
       const l = (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs?.[0];
-      return l?.failed_at ? l : undefined;
-    }, 20_000, 'the final failure');
+      return l?.[field] ? l : undefined;
+    }, 20_000, field);
+  const send = async (payload: object) => {
+    const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload });
+    expect(res.statusCode).toBe(202);
+    return res.json().trackingId as string;
+  };
+
+  it('a send (its ingest job): stored, and logged PROCESSING_FAILED with the reason', async () => {
+    const trackingId = await send({ type: 'lost_worker', to: { id: 'lw-user' }, inapp: { title: 'hello' } });
+    const jobs = await eventually(async () => {
+      const rows = await db().selectFrom('queue_jobs').selectAll().where('state', '=', 'waiting').execute();
+      return rows.length ? rows : undefined;
+    }, 10_000, "the send's job");
+    await abandonOnLastAttempt(jobs);
+    t.workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    const record = await loggedWith(trackingId, 'failed_at');
     expect(record.failed_code).toBe('PROCESSING_FAILED');
     expect(record.failed_internal).toContain('worker lost');
+    await t.workers.stop();
+    t.workers = undefined;
   });
-});
 
-describe('final failure of a delivery whose worker died on its last attempt (sqlite)', () => {
-  let t: TestContext;
-  beforeAll(async () => {
-    t = await createTestContext('sqlite', { config: { jobLockSeconds: 1 } });
-  });
-  afterAll(() => t.close());
-
-  it('logs the channel failed with PROCESSING_FAILED instead of pending forever', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'lost_delivery', to: { id: 'ld-user', email: 'ld@example.com' }, email: { subject: 'Hi', html: '<p>hi</p>' } } });
-    const trackingId = res.json().trackingId as string;
-    const db = t.deps.db as any;
+  it('a delivery: the channel logged failed with PROCESSING_FAILED instead of pending forever', async () => {
+    const trackingId = await send({ type: 'lost_delivery', to: { id: 'ld-user', email: 'ld@example.com' }, email: { subject: 'Hi', html: '<p>hi</p>' } });
     // Route the send by hand (no queue running), which creates its email delivery and that delivery's job.
     const { executors, close } = buildExecutors(t.deps);
     const worker = new DeliveryWorker(t.deps, t.deps.queue, executors);
     try {
-      const chunk = await db.selectFrom('send_intake').select('seq').executeTakeFirstOrThrow();
+      const chunk = await db().selectFrom('send_intake').select('seq').executeTakeFirstOrThrow();
       await worker.ingestSends(chunk.seq);
     } finally {
       await worker.close();
       await close();
     }
-    const job = await db.selectFrom('queue_jobs').selectAll().where('name', '=', DELIVER_JOB).executeTakeFirstOrThrow();
-    // The worker that took the delivery died on its last attempt.
-    await db.updateTable('queue_jobs').set({ state: 'running', attempt: job.max_attempts, locked_by: 'dead-worker', locked_until: new Date(Date.now() - 60_000).toISOString() }).where('id', '=', job.id).execute();
+    await abandonOnLastAttempt([await db().selectFrom('queue_jobs').selectAll().where('name', '=', DELIVER_JOB).executeTakeFirstOrThrow()]);
     t.workers = await startWorkers(t.deps, { retryBaseMs: 10 });
-    const record = await eventually(async () => {
-      const l = (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs?.[0];
-      return l?.email_failed_at ? l : undefined;
-    }, 20_000, 'the email delivery failed');
+    const record = await loggedWith(trackingId, 'email_failed_at');
     expect(record.email_failed_code).toBe('PROCESSING_FAILED');
     expect(record.email_failed_internal).toContain('worker lost');
     expect(record.email_sent_at).toBeUndefined();
