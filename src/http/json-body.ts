@@ -121,7 +121,8 @@ function findBadString(root: unknown, nul: boolean): BadString | undefined {
 
 /** The NUL character in a URL: raw, or percent-encoded (the only encoding of U+0000 that decodes). */
 export function nulInUrl(url: string): 'path' | 'query string' | undefined {
-  const at = url.indexOf('%00') >= 0 ? url.indexOf('%00') : url.indexOf('\u0000');
+  const escaped = url.indexOf('%00');
+  const at = escaped >= 0 ? escaped : url.indexOf('\u0000');
   if (at < 0) return undefined;
   const query = url.indexOf('?');
   return query >= 0 && query < at ? 'query string' : 'path';

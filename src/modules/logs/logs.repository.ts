@@ -27,12 +27,12 @@ export class LogsRepository {
   }
 
   /** A query as its caller sees it: same account and same environment (null: an account-wide caller). */
-  findQuery(accountId: string, envId: string | null, id: string): Promise<Selectable<LogQueriesTable> | undefined> {
+  findQuery(accountId: string, envId: string, id: string): Promise<Selectable<LogQueriesTable> | undefined> {
     return this.db
       .selectFrom('log_queries')
       .selectAll()
       .where('account_id', '=', accountId)
-      .where('env_id', envId === null ? 'is' : '=', envId)
+      .where('env_id', '=', envId)
       .where('id', '=', id)
       .executeTakeFirst();
   }

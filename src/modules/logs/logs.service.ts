@@ -1,7 +1,7 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import { PermanentJobError, type Queue } from '../../queue/port.js';
-import type { AuthContext } from '../auth/auth.service.js';
+import { type AuthContext, requireEnv } from '../auth/auth.service.js';
 import { LOG_CHANNELS } from '../sending/channels.js';
 import { acceptedSendsByIds } from '../sending/accepted-sends.js';
 import { MessagesRepository } from '../sending/messages.repository.js';
@@ -72,7 +72,8 @@ export class LogsService {
     if (ids.some((id) => id.length > MAX_TRACKING_ID_LENGTH)) {
       throw invalid(`A tracking id is at most ${MAX_TRACKING_ID_LENGTH} characters.`, 'Pass the trackingId a send answered.');
     }
-    const rows = (await acceptedSendsByIds(this.deps, auth.accountId, ids)).filter((m) => auth.envId === null || m.env_id === auth.envId);
+    const envId = requireEnv(auth);
+    const rows = (await acceptedSendsByIds(this.deps, auth.accountId, ids)).filter((m) => m.env_id === envId);
     return this.records(rows);
   }
 
@@ -83,7 +84,7 @@ export class LogsService {
       await new LogsRepository(trx).insertQuery({
         id,
         account_id: auth.accountId,
-        env_id: auth.envId,
+        env_id: requireEnv(auth),
         filters: JSON.stringify({ ...filters, rawStatus: input.statusFilter ?? null, rawChannels: input.channelFilter ?? null }),
         status: 'Running',
         result: null,
@@ -105,7 +106,7 @@ export class LogsService {
     queryId: string,
     page: { limit?: number; nextToken?: string } = {},
   ): Promise<{ status: string; logs?: LogRecord[]; nextToken?: string; error?: string }> {
-    const row = await this.repo.findQuery(auth.accountId, auth.envId, queryId);
+    const row = await this.repo.findQuery(auth.accountId, requireEnv(auth), queryId);
     if (!row) throw notFound('Log query', queryId, 'Start one with POST /logs/query.');
     if (row.status === 'Running') {
       if (this.deps.clock.now().getTime() - new Date(row.created_at).getTime() <= QUERY_DEADLINE_MS) return { status: 'Running' };
@@ -193,7 +194,7 @@ export class LogsService {
     if (named && auth.scope !== 'account' && named.some((e) => e !== auth.envId)) {
       throw new AppError('FORBIDDEN', 'envIdFilter names an environment these credentials do not act in.', 'Leave envIdFilter out, or use an account-scope API key to search several environments.');
     }
-    const envIds = named ?? (auth.envId !== null ? [auth.envId] : null);
+    const envIds = named ?? [requireEnv(auth)];
     return {
       accountId: auth.accountId,
       envIds,
