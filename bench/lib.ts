@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import autocannon from 'autocannon';
 
@@ -72,7 +73,28 @@ export interface LoadResult {
   errors: number;
   /** Requests answered 2xx. */
   accepted: number;
+  /** CPU time the server process spent per answered request (Linux, in alternate()), in µs. */
+  cpuUsPerRequest?: number;
 }
+
+/**
+ * CPU time (user + system, all threads) a process has used, in µs, from /proc (Linux); undefined
+ * elsewhere. Unlike a rate, a process's CPU time per request barely moves when other processes
+ * load the machine, so it shows what a change costs on a busy host.
+ */
+export function cpuMicros(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return (ticks * 1_000_000) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+/** USER_HZ: 100 on every Linux this bench runs on. */
+const CLOCK_TICKS = 100;
 
 /** autocannon: `connections` concurrent keep-alive connections for `seconds`. */
 export async function load(url: string, body: unknown, headers: Record<string, string>, connections: number, seconds: number): Promise<LoadResult> {
@@ -137,7 +159,11 @@ export async function alternate(targets: Target[], options: { rounds: number; se
         t.child.kill('SIGCONT');
         const body = t.body ?? options.body;
         await load(t.url, body, t.headers ?? {}, options.connections, options.rampSeconds ?? 0.5); // ramp, not measured
-        runs[i].push(await load(t.url, body, t.headers ?? {}, options.connections, options.seconds));
+        const cpu0 = cpuMicros(t.child.pid);
+        const result = await load(t.url, body, t.headers ?? {}, options.connections, options.seconds);
+        const cpu1 = cpuMicros(t.child.pid);
+        if (cpu0 !== undefined && cpu1 !== undefined && result.accepted + result.non2xx > 0) result.cpuUsPerRequest = (cpu1 - cpu0) / (result.accepted + result.non2xx);
+        runs[i].push(result);
       }
     }
   } finally {
@@ -151,6 +177,7 @@ export async function alternate(targets: Target[], options: { rounds: number; se
     non2xx: rs.reduce((n, r) => n + r.non2xx, 0),
     errors: rs.reduce((n, r) => n + r.errors, 0),
     accepted: rs.reduce((n, r) => n + r.accepted, 0),
+    cpuUsPerRequest: rs.every((r) => r.cpuUsPerRequest !== undefined) ? median(rs.map((r) => r.cpuUsPerRequest!)) : undefined,
   });
   return {
     results: runs.map((rs) => ({ summary: summary(rs), runs: rs })),

@@ -8,24 +8,26 @@ import { CLARION_LOG_LEVEL, fmt, percents, stop } from './lib.js';
 import { BENCH, wants } from './settings.js';
 import { type SqliteSendResult, sqliteSend, startBareRoute } from './send-sqlite.js';
 
+const cpu = (r: { cpuUsPerRequest?: number }) => (r.cpuUsPerRequest === undefined ? '' : `, ${fmt(r.cpuUsPerRequest, 0)} µs CPU/request`);
+
 function printSqliteSend({ embedded, quietIndex, beforeIndex, apiOnly, backlog, before }: SqliteSendResult) {
   const [bare, clarion] = embedded.results.map((r) => r.summary);
   const ratio = embedded.ratio(1, 0);
   if (clarion.non2xx || clarion.errors) console.log(`  note: Clarion answered ${clarion.non2xx} non-2xx and ${clarion.errors} errors`);
   console.log(`\nSend acceptance, ${BENCH.connections} connections, ${BENCH.rounds} alternating rounds of ${BENCH.roundSeconds} s (POST /send, in-app content, embedded SQLite):`);
-  console.log(`  bare Fastify route, same validation : ${fmt(bare.requestsPerSecond, 0)} req/s  p50 ${bare.p50Ms} ms  p99 ${bare.p99Ms} ms (median round)`);
-  console.log(`  Clarion                             : ${fmt(clarion.requestsPerSecond, 0)} req/s  p50 ${clarion.p50Ms} ms  p99 ${clarion.p99Ms} ms (worst round)`);
+  console.log(`  bare Fastify route, same validation : ${fmt(bare.requestsPerSecond, 0)} req/s  p50 ${bare.p50Ms} ms  p99 ${bare.p99Ms} ms (median round)${cpu(bare)}`);
+  console.log(`  Clarion                             : ${fmt(clarion.requestsPerSecond, 0)} req/s  p50 ${clarion.p50Ms} ms  p99 ${clarion.p99Ms} ms (worst round)${cpu(clarion)}`);
   console.log(`  ratio ${fmt(ratio.median * 100)}% of the bare route, median of the rounds' ratios (target >= 60% at the default level), p99 ${clarion.p99Ms} ms (target < 50 ms)`);
   console.log(`  rounds' ratios (%): ${percents(ratio.each)}`);
   if (quietIndex !== undefined) {
     const quiet = embedded.results[quietIndex].summary;
     const r = embedded.ratio(quietIndex, 0);
-    console.log(`  Clarion at LOG_LEVEL=warn, same rounds: ${fmt(quiet.requestsPerSecond, 0)} req/s  p50 ${quiet.p50Ms} ms  p99 ${quiet.p99Ms} ms, ${fmt(r.median * 100)}% of the bare route (rounds: ${percents(r.each)}); ${CLARION_LOG_LEVEL} vs warn ${fmt(embedded.ratio(1, quietIndex).median * 100)}%`);
+    console.log(`  Clarion at LOG_LEVEL=warn, same rounds: ${fmt(quiet.requestsPerSecond, 0)} req/s  p50 ${quiet.p50Ms} ms  p99 ${quiet.p99Ms} ms${cpu(quiet)}, ${fmt(r.median * 100)}% of the bare route (rounds: ${percents(r.each)}); ${CLARION_LOG_LEVEL} vs warn ${fmt(embedded.ratio(1, quietIndex).median * 100)}%`);
   }
   if (before && beforeIndex !== undefined) {
     const old = embedded.results[beforeIndex].summary;
     const vsBefore = embedded.ratio(1, beforeIndex);
-    console.log(`  before (${before.ref} = ${before.commit.slice(0, 10)}) : ${fmt(old.requestsPerSecond, 0)} req/s  p50 ${old.p50Ms} ms  p99 ${old.p99Ms} ms, ${fmt(embedded.ratio(beforeIndex, 0).median * 100)}% of the bare route`);
+    console.log(`  before (${before.ref} = ${before.commit.slice(0, 10)}) : ${fmt(old.requestsPerSecond, 0)} req/s  p50 ${old.p50Ms} ms  p99 ${old.p99Ms} ms${cpu(old)}, ${fmt(embedded.ratio(beforeIndex, 0).median * 100)}% of the bare route`);
     console.log(`  after vs before ${fmt(vsBefore.median * 100)}%, median of the rounds' ratios (target >= 95%); rounds (%): ${percents(vsBefore.each)}`);
   }
   console.log(
@@ -34,7 +36,7 @@ function printSqliteSend({ embedded, quietIndex, beforeIndex, apiOnly, backlog, 
   const api = apiOnly.results[1].summary;
   const apiRatio = apiOnly.ratio(1, 0);
   console.log(
-    `  API process alone (CLARION_ROLE=api): ${fmt(api.requestsPerSecond, 0)} req/s  p50 ${api.p50Ms} ms  p99 ${api.p99Ms} ms (${fmt(apiRatio.median * 100)}% of the bare route's ${fmt(apiOnly.results[0].summary.requestsPerSecond, 0)} in its rounds; rounds: ${percents(apiRatio.each)})`,
+    `  API process alone (CLARION_ROLE=api): ${fmt(api.requestsPerSecond, 0)} req/s  p50 ${api.p50Ms} ms  p99 ${api.p99Ms} ms${cpu(api)} (${fmt(apiRatio.median * 100)}% of the bare route's ${fmt(apiOnly.results[0].summary.requestsPerSecond, 0)} in its rounds; rounds: ${percents(apiRatio.each)})`,
   );
 }
 

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import WebSocket from 'ws';
@@ -78,6 +79,19 @@ describe('request logs at info level', () => {
     // One line per request, with what Fastify's two lines had.
     expect(completed).toMatchObject({ trackingId: expect.any(String), res: { statusCode: expect.any(Number) }, responseTime: expect.any(Number), req: { method: 'GET' } });
     expect(lines.slice(before).filter((l) => l.includes('"req"')), lines.slice(before).join('')).toHaveLength(1);
+  });
+
+  it('names the client address and port, and carries no header', async () => {
+    // Listening already when the websocket test ran first.
+    const address = app.server.listening ? `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` : await app.listen({ port: 0, host: '127.0.0.1' });
+    const before = lines.length;
+    await fetch(`${address}/status`, { headers: { authorization: 'Bearer clarion_sk_secret-of-the-caller', cookie: 'session=secret-cookie' } });
+    await eventually(async () => lines.slice(before).some((l) => l.includes('request completed')) || undefined, 5000, 'the request logged');
+    const logged = lines.slice(before).join('');
+    const completed = lines.slice(before).map((l) => JSON.parse(l) as Record<string, any>).find((l) => l.msg === 'request completed');
+    expect(completed?.req).toMatchObject({ method: 'GET', url: '/status', remoteAddress: '127.0.0.1', remotePort: expect.any(Number) });
+    expect(logged).not.toContain('secret-of-the-caller');
+    expect(logged).not.toContain('secret-cookie');
   });
 });
 
