@@ -5,6 +5,8 @@ import os from 'node:os';
 import { checkoutBefore } from './before.js';
 import { clarionDelivery, rawNodemailer } from './email-delivery.js';
 import { CLARION_LOG_LEVEL, fmt, percents, stop } from './lib.js';
+import { printSeeded, seededPostgres, seededSqlite } from './seeded.js';
+import { type PostgresSendResult, createDatabase, postgresSend, postgresUnreachable } from './send-postgres.js';
 import { BENCH, wants } from './settings.js';
 import { type SqliteSendResult, sqliteSend, startBareRoute } from './send-sqlite.js';
 
@@ -40,22 +42,55 @@ function printSqliteSend({ embedded, quietIndex, beforeIndex, apiOnly, backlog, 
   );
 }
 
+function printPostgresSend({ embedded, apiOnly }: PostgresSendResult) {
+  const [raw, one] = embedded.results.map((r) => r.summary);
+  const ratio = embedded.ratio(1, 0);
+  console.log(`\nSend acceptance on PostgreSQL, ${BENCH.connections} connections, ${BENCH.rounds} alternating rounds of ${BENCH.roundSeconds} s (database made for the run):`);
+  console.log(`  raw route, one INSERT per request (pg pool) : ${fmt(raw.requestsPerSecond, 0)} req/s  p50 ${raw.p50Ms} ms  p99 ${raw.p99Ms} ms (median round)${cpu(raw)}`);
+  if (one.non2xx || one.errors) console.log(`  note: Clarion answered ${one.non2xx} non-2xx and ${one.errors} errors`);
+  console.log(`  Clarion, one process (API + workers)        : ${fmt(one.requestsPerSecond, 0)} req/s  p50 ${one.p50Ms} ms  p99 ${one.p99Ms} ms (worst round)${cpu(one)}`);
+  console.log(`  ratio ${fmt(ratio.median * 100)}% of the raw route (target >= 60%, p99 < 150 ms); rounds (%): ${percents(ratio.each)}`);
+  const [rawApi, api] = apiOnly.results.map((r) => r.summary);
+  const apiRatio = apiOnly.ratio(1, 0);
+  if (api.non2xx || api.errors) console.log(`  note: Clarion api answered ${api.non2xx} non-2xx and ${api.errors} errors`);
+  console.log(`  Clarion, CLARION_ROLE=api                   : ${fmt(api.requestsPerSecond, 0)} req/s  p50 ${api.p50Ms} ms  p99 ${api.p99Ms} ms${cpu(api)} (raw route ${fmt(rawApi.requestsPerSecond, 0)} in its rounds)`);
+  console.log(`  ratio ${fmt(apiRatio.median * 100)}% of the raw route (target >= 100%); rounds (%): ${percents(apiRatio.each)}`);
+}
+
 async function main() {
   console.log(`Clarion benchmarks on ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}, Clarion at LOG_LEVEL=${CLARION_LOG_LEVEL}`);
 
-  if (wants('send') || wants('seeded')) {
+  if (wants('send')) {
     const bare = await startBareRoute();
+    const before = BENCH.beforeRef ? checkoutBefore(BENCH.beforeRef) : undefined;
     try {
-      if (wants('send')) {
-        const before = BENCH.beforeRef ? checkoutBefore(BENCH.beforeRef) : undefined;
-        try {
-          printSqliteSend(await sqliteSend(bare, before));
-        } finally {
-          before?.remove();
-        }
-      }
+      printSqliteSend(await sqliteSend(bare, before));
     } finally {
+      before?.remove();
       await stop(bare.child);
+    }
+  }
+
+  if (wants('postgres')) {
+    const unreachable = await postgresUnreachable();
+    if (unreachable) console.log(`\nPostgreSQL send path: skipped, ${unreachable}`);
+    else printPostgresSend(await postgresSend());
+  }
+
+  if (wants('seeded')) printSeeded(await seededSqlite());
+
+  if (wants('seeded-postgres')) {
+    const unreachable = await postgresUnreachable();
+    if (unreachable) console.log(`\nCost as the work grows on PostgreSQL: skipped, ${unreachable}`);
+    else {
+      const empty = await createDatabase('empty');
+      const seeded = await createDatabase('seeded');
+      try {
+        printSeeded(await seededPostgres(empty.url, seeded.url));
+      } finally {
+        await empty.drop();
+        await seeded.drop();
+      }
     }
   }
 
