@@ -189,9 +189,9 @@ export async function alternate(targets: Target[], options: { rounds: number; se
 }
 
 /** Starts `clarion serve` from `root` with `env` and resolves once GET /status answers; `out` collects its stdout until then. */
-export async function serveClarion(env: NodeJS.ProcessEnv, root = ROOT): Promise<{ child: ChildProcess; base: string; out: () => string }> {
+export async function serveClarion(env: NodeJS.ProcessEnv, root = ROOT, nodeArgs: string[] = []): Promise<{ child: ChildProcess; base: string; out: () => string }> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts'), 'serve'], {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(root, 'src/main.ts'), 'serve'], {
     cwd: root,
     env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
