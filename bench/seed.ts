@@ -52,8 +52,8 @@ export async function seedPostgres(url: string, t: SeedTarget): Promise<void> {
   await client.connect();
   try {
     const step = stepMs(t);
-    const at = (offsetMs: number) => `to_char(to_timestamp((${t.startMs}::bigint + i * ${step} + ${offsetMs}) / 1000.0) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-    const ms = `(${t.startMs}::bigint + i * ${step})`;
+    const at = (offsetMs: number) => `to_char(to_timestamp((${t.startMs}::bigint + i::bigint * ${step} + ${offsetMs}) / 1000.0) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+    const ms = `(${t.startMs}::bigint + i::bigint * ${step})`;
     const trackingId = `lpad(to_hex(${ms} / 65536), 8, '0') || '-' || lpad(to_hex(${ms} % 65536), 4, '0') || '-7000-8000-' || lpad(to_hex(i), 12, '0')`;
     const series = `from generate_series(0, ${t.size - 1}) as i`;
     await client.query('begin');
