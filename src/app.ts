@@ -45,7 +45,7 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
     // Every answer the server writes carries the Error body, also those written before routing
     // (bad escapes, over-long path segments) and by Node's HTTP parser (431, bad request line or chunk).
     frameworkErrors,
-    clientErrorHandler,
+    clientErrorHandler: clientErrorHandler(deps.ids),
     // Without Host, Node would answer an empty 400 itself; the onRequest check answers the Error body.
     http: { requireHostHeader: false },
     return503OnClosing: false,

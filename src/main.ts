@@ -60,7 +60,7 @@ async function main(argv: string[]): Promise<number> {
       const account = await new AccountsRepository(deps.db).find(values.account);
       await deps.storage.close();
       if (!account) throw new ConfigError(`no account ${values.account}`);
-      console.log(await signAccountToken(deps.secrets, { accountId: account.id, subject: values.subject ?? 'cli' }, ttl));
+      console.log(await signAccountToken(deps.secrets, { accountId: account.id, subject: values.subject ?? 'cli' }, ttl, deps.clock.now()));
       return 0;
     }
     case 'serve':

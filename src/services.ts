@@ -27,6 +27,7 @@ import { TelephonyRepository } from './modules/telephony/telephony.repository.js
 import { TemplatesService } from './modules/templates/templates.service.js';
 import { TypesService } from './modules/types/types.service.js';
 import { UsersService } from './modules/users/users.service.js';
+import { LiquidRenderer } from './rendering/liquid.js';
 
 /** Repositories more than one service (or a worker) reads through, built once over `deps.db`. */
 export interface Repositories {
@@ -46,6 +47,8 @@ export interface Repositories {
  */
 export interface Services {
   repositories: Repositories;
+  /** Checks the Liquid of stored templates and components (one parse cache; sends render on threads of their own). */
+  renderer: LiquidRenderer;
   auth: AuthService;
   accounts: AccountsService;
   environments: EnvironmentsService;
@@ -85,18 +88,20 @@ export function buildRepositories(deps: Pick<Deps, 'db'>): Repositories {
 /** Builds every service once over `deps`; the API and the workers of one process share the result. */
 export function buildServices(deps: Deps): Services {
   const repositories = buildRepositories(deps);
+  const renderer = new LiquidRenderer();
   const auth = new AuthService(deps, repositories);
   const numbers = new NumbersService(deps, repositories.telephony);
   return {
     repositories,
+    renderer,
     auth,
     accounts: new AccountsService(deps, repositories.accounts),
     environments: new EnvironmentsService(deps, repositories.environments),
     keys: new KeysService(deps, repositories, auth.apiKeys),
     users: new UsersService(deps),
     types: new TypesService(deps),
-    templates: new TemplatesService(deps),
-    components: new ComponentsService(deps),
+    templates: new TemplatesService(deps, renderer),
+    components: new ComponentsService(deps, renderer),
     inapp: new InappService(deps),
     inappAuth: new InappAuthenticator(deps, repositories.environments),
     webPush: new WebPushService(deps),

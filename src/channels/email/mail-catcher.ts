@@ -1,7 +1,7 @@
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import type { Deps } from '../../deps.js';
 import type { DeliveryResult, EmailMessage, EmailProvider } from '../types.js';
-import { composeEmail } from './compose.js';
+import { PlainTextCache, composeEmail } from './compose.js';
 
 /** What the mail catcher records per attachment (the bytes themselves are in the raw MIME). */
 export interface CaughtAttachmentMeta {
@@ -68,6 +68,7 @@ export interface MailCatcherStore {
 export class MailCatcherEmailProvider implements EmailProvider {
   /** The name the API shows for it (GET /settings/email/smtp "provider", GET /outbox). */
   readonly name = 'outbox';
+  private readonly plainText = new PlainTextCache();
 
   constructor(
     private readonly deps: Pick<Deps, 'ids' | 'clock'>,
@@ -76,7 +77,7 @@ export class MailCatcherEmailProvider implements EmailProvider {
   ) {}
 
   async send(message: EmailMessage): Promise<DeliveryResult> {
-    const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks });
+    const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks }, this.plainText);
     // MailComposer builds what the SMTP transport would carry (no Bcc header; the stream transport keeps it).
     const raw = (await new MailComposer(composed.options).compile().build()).toString('utf8');
     const attachments: CaughtAttachmentMeta[] = composed.attachments.map((a) => ({
