@@ -81,8 +81,10 @@ describe.each(STORAGE_KINDS)('queue fault tolerance on %s', (kind) => {
     await sql`create table fault_done (key text not null, attempt integer not null, pid integer not null)`.execute(db);
 
     const producer = env.queue({ lockMs: LOCK_MS });
-    await db.transaction().execute(async (trx) => {
-      for (let i = 0; i < JOBS; i++) await producer.enqueue(trx, 'fault.work', { key: `k${i}` });
+    const ids = await db.transaction().execute(async (trx) => {
+      const out: string[] = [];
+      for (let i = 0; i < JOBS; i++) out.push(await producer.enqueue(trx, 'fault.work', { key: `k${i}` }));
+      return out;
     });
 
     const { worker, inFlightAtKill } = await killMidWork(env, (c) => (child = c));
@@ -101,8 +103,12 @@ describe.each(STORAGE_KINDS)('queue fault tolerance on %s', (kind) => {
     const takeoverStart = Date.now();
     await second.start();
 
+    // Every job recorded done by the queue: a job in flight at the kill may have written its row
+    // already, but only a run that finished under a live worker completes it, so this waits for
+    // the takeover itself, not only for every key to appear.
     const rows = await waitFor(
       async () => {
+        for (const id of ids) if ((await env!.job(id))?.state !== 'done') return undefined;
         const { rows } = await sql<{ key: string; attempt: number; pid: number }>`select key, attempt, pid from fault_done`.execute(db);
         return new Set(rows.map((r) => r.key)).size === JOBS ? rows : undefined;
       },
