@@ -6,6 +6,7 @@ import { V7Generator } from 'uuidv7';
 import type { Config } from './config.js';
 import { ApiLoad } from './load.js';
 import { ApiKeyCache } from './modules/auth/api-key-cache.js';
+import { DeliveryLedger } from './modules/delivery/ledger.js';
 import { InappRealtime } from './modules/inapp/inapp.realtime.js';
 import { type Queue, type QueueOptions, createQueue } from './queue/index.js';
 import { requestLogSerializers } from './http/request-logger.js';
@@ -32,6 +33,8 @@ export interface Deps {
   load: ApiLoad;
   /** API keys this process resolved recently (one cache, shared by every AuthService). */
   apiKeys: ApiKeyCache;
+  /** The one writer of a message's life after acceptance (modules/delivery). */
+  ledger: DeliveryLedger;
   /** This process's in-app websockets and their cross-process fan-out (routes, workers and settings share it). */
   inappRealtime: InappRealtime;
 }
@@ -101,6 +104,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
     secrets: overrides.secrets ?? new Secrets(loadRootKey(config.secretKey, config.dataDir)),
     load,
     apiKeys: new ApiKeyCache(clock),
+    ledger: new DeliveryLedger({ db: storage.db, dialect: storage.dialect, clock, ids, logger }),
     queue: createQueue(storage, {
       logger,
       ids,
