@@ -16,6 +16,14 @@ import {
   transitionAllowed,
 } from './transitions.js';
 
+/** What a transition writes besides the state: the row's other columns, and its event's code and details. */
+export interface Change<T> {
+  at: string;
+  patch?: Updateable<T>;
+  code?: string | null;
+  details?: Record<string, unknown> | null;
+}
+
 /** An applied transition waiting for its id (given out at flush, just before commit). */
 type PendingEvent = Omit<DeliveryEventsTable, 'id'>;
 
@@ -79,7 +87,7 @@ export class LedgerSession {
 
   /** queued | scheduled -> processed, with the channels routing skipped. False: it was not in `message.state` any more. */
   async markProcessed(message: MessageIdentity & { state: string }, done: { at: string; skipped: Record<string, string> }): Promise<boolean> {
-    const moved = await this.moveMessages([message.tracking_id], message.state as MessageState, 'processed', {
+    const moved = await this.changeMessages([message.tracking_id], message.state as MessageState, 'processed', {
       patch: { processed_at: done.at, skipped: JSON.stringify(done.skipped) },
       at: done.at,
       details: Object.keys(done.skipped).length > 0 ? { skipped: done.skipped } : null,
@@ -99,7 +107,7 @@ export class LedgerSession {
     const failed: string[] = [];
     for (const from of allowedFrom(MESSAGE_TRANSITIONS, 'failed')) {
       if (remaining.length === 0) break;
-      const moved = await this.moveMessages(remaining, from, 'failed', { patch, at: failure.at, code: failure.code }, false);
+      const moved = await this.changeMessages(remaining, from, 'failed', { patch, at: failure.at, code: failure.code }, false);
       const ids = new Set(moved.map((m) => m.tracking_id));
       failed.push(...ids);
       remaining = remaining.filter((id) => !ids.has(id));
@@ -110,7 +118,7 @@ export class LedgerSession {
 
   /** scheduled -> scheduled: a schedule update (new body, time or job). */
   async reschedule(trackingId: string, patch: Pick<Updateable<MessagesTable>, 'request' | 'job_id' | 'scheduled_for' | 'schedule_updated_to'>, at: string): Promise<boolean> {
-    const moved = await this.moveMessages([trackingId], 'scheduled', 'scheduled', {
+    const moved = await this.changeMessages([trackingId], 'scheduled', 'scheduled', {
       patch: { ...patch, schedule_updated_at: at },
       at,
       details: { scheduledFor: patch.scheduled_for ?? null },
@@ -120,7 +128,7 @@ export class LedgerSession {
 
   /** scheduled -> canceled: the schedule was deleted before it ran. */
   async cancelScheduled(trackingId: string, at: string): Promise<boolean> {
-    const moved = await this.moveMessages([trackingId], 'scheduled', 'canceled', { patch: { schedule_deleted_at: at }, at });
+    const moved = await this.changeMessages([trackingId], 'scheduled', 'canceled', { patch: { schedule_deleted_at: at }, at });
     return moved.length > 0;
   }
 
@@ -153,7 +161,7 @@ export class LedgerSession {
   async deliverySucceeded(deliveryId: string, attempt: AttemptRow, success: DeliverySuccess): Promise<boolean> {
     await this.repo.insertAttempts([attempt]);
     const fields = successFields(success, attempt.attempt);
-    return this.moveDelivery(deliveryId, 'pending', fields.status, fields, success.at, null);
+    return this.changeDelivery(deliveryId, 'pending', fields.status, fields, success.at, null);
   }
 
   /** A failed attempt that will be retried: the delivery stays pending (no transition, no event). */
@@ -174,7 +182,7 @@ export class LedgerSession {
       ...(attempt ? { attempts: attempt.attempt } : {}),
       ...(failure.extra ? { extra: JSON.stringify(failure.extra) } : {}),
     };
-    return this.moveDelivery(deliveryId, 'pending', 'failed', patch, failure.at, failure.code);
+    return this.changeDelivery(deliveryId, 'pending', 'failed', patch, failure.at, failure.code);
   }
 
   /**
@@ -223,6 +231,27 @@ export class LedgerSession {
     return true;
   }
 
+  // --- any transition ---------------------------------------------------------------------
+
+  /**
+   * Moves a message into `to` from the state it is in, when the table allows that: the general
+   * form of the methods above, for transitions without one of their own (and the reserved states,
+   * once the table lets something reach them).
+   */
+  async transitionMessage(trackingId: string, to: MessageState, change: Change<MessagesTable>): Promise<boolean> {
+    const [current] = await this.repo.messageStates([trackingId]);
+    if (!current) return false;
+    const moved = await this.changeMessages([trackingId], current.state as MessageState, to, { patch: change.patch ?? {}, at: change.at, code: change.code ?? undefined, details: change.details ?? null });
+    return moved.length > 0;
+  }
+
+  /** Moves a delivery into `to` from the status it is in, when the table allows that. */
+  async transitionDelivery(deliveryId: string, to: DeliveryStatus, change: Change<DeliveriesTable>): Promise<boolean> {
+    const current = await this.repo.deliveryStatus(deliveryId);
+    if (current === undefined) return false;
+    return this.changeDelivery(deliveryId, current as DeliveryStatus, to, { updated_at: change.at, ...change.patch }, change.at, change.code ?? null, change.details ?? null);
+  }
+
   // --- events -----------------------------------------------------------------------------
 
   /** A mark to roll the buffered events back to, with a savepoint. */
@@ -262,7 +291,7 @@ export class LedgerSession {
   // --- internals --------------------------------------------------------------------------
 
   /** Moves messages from `from` to `to` when the table allows it; returns those moved. */
-  private async moveMessages(
+  private async changeMessages(
     trackingIds: string[],
     from: MessageState,
     to: MessageState,
@@ -282,14 +311,22 @@ export class LedgerSession {
     return moved;
   }
 
-  private async moveDelivery(deliveryId: string, from: DeliveryStatus, to: DeliveryStatus, patch: Updateable<DeliveriesTable>, at: string, code: string | null): Promise<boolean> {
+  private async changeDelivery(
+    deliveryId: string,
+    from: DeliveryStatus,
+    to: DeliveryStatus,
+    patch: Updateable<DeliveriesTable>,
+    at: string,
+    code: string | null,
+    details: Record<string, unknown> | null = null,
+  ): Promise<boolean> {
     if (!deliveryTransitionAllowed(from, to)) {
       this.refuse('delivery', from, to, { deliveryId });
       return false;
     }
     const moved = await this.repo.updateDeliveryFrom(deliveryId, from, { ...patch, status: to as DeliveriesTable['status'] });
     if (moved) {
-      this.record('delivery', moved, from, to, at, code, null);
+      this.record('delivery', moved, from, to, at, code, details);
       return true;
     }
     const current = await this.repo.deliveryStatus(deliveryId);
