@@ -1,5 +1,6 @@
 import type { Kysely, Updateable } from 'kysely';
 import type { Logger } from 'pino';
+import type { Dialect } from '../../storage/db.js';
 import type { AttemptRow, DeliveriesTable, DeliveryRow, MessagesTable } from '../sending/sending.tables.js';
 import type { DeliveryEventsTable } from './delivery.tables.js';
 import { type DeliveryIdentity, LedgerRepository, type MessageIdentity } from './ledger.repository.js';
@@ -77,10 +78,10 @@ export class LedgerSession {
   constructor(
     /** The transaction: callers make their own writes of the same unit (jobs, in-app rows) with it. */
     readonly db: Kysely<any>,
-    lockRows: boolean,
+    dialect: Dialect,
     private readonly logger: Logger,
   ) {
-    this.repo = new LedgerRepository(db, lockRows);
+    this.repo = new LedgerRepository(db, dialect);
   }
 
   // --- messages ---------------------------------------------------------------------------

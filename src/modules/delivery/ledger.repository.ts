@@ -1,4 +1,5 @@
 import { type Kysely, type Updateable, sql } from 'kysely';
+import type { Dialect } from '../../storage/db.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { AttemptRow, DeliveriesTable, DeliveryRow, MessagesTable, ProviderEventsTable, SendingTables } from '../sending/sending.tables.js';
 import type { DeliveryEventsTable, DeliveryTables, LedgerDb } from './delivery.tables.js';
@@ -14,7 +15,7 @@ export interface DeliveryIdentity extends MessageIdentity {
   channel: string;
 }
 
-/** Rows per INSERT: well under SQLite's bound-parameter limit with 13 columns each. */
+/** Rows per INSERT: well under SQLite's bound-parameter limit with 12 columns each. */
 const INSERT_CHUNK = 500;
 
 /**
@@ -24,11 +25,13 @@ const INSERT_CHUNK = 500;
  */
 export class LedgerRepository {
   private readonly db: LedgerDb;
+  /** Take row locks on reads made for a read-modify-write (PostgreSQL; SQLite serializes writers itself). */
+  private readonly lockRows: boolean;
   constructor(
     db: Kysely<CoreTables> | Kysely<any>,
-    /** Take row locks on reads made for a read-modify-write (PostgreSQL; SQLite serializes writers itself). */
-    private readonly lockRows = false,
+    private readonly dialect: Dialect = 'sqlite',
   ) {
+    this.lockRows = dialect === 'postgres';
     this.db = (db as Kysely<CoreTables>).withTables<SendingTables & DeliveryTables>();
   }
 
@@ -159,6 +162,7 @@ export class LedgerRepository {
     return Number(row.last_id);
   }
 
+  /** Inserts events (a batch's events in one statement; measured as fast as one JSON parameter unpacked by the database). */
   async insertEvents(rows: DeliveryEventsTable[]): Promise<void> {
     for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
       await this.db.insertInto('delivery_events').values(rows.slice(i, i + INSERT_CHUNK)).execute();

@@ -69,7 +69,7 @@ export class DeliveryLedger {
 
   /** The ledger inside a transaction the caller runs; the caller must call flush() last, before commit. */
   session(trx: Kysely<any>): LedgerSession {
-    return new LedgerSession(trx, this.deps.dialect === 'postgres', this.deps.logger);
+    return new LedgerSession(trx, this.deps.dialect, this.deps.logger);
   }
 
   /** Fails, with a code and the reason, those of these messages still queued or scheduled. */
@@ -89,7 +89,7 @@ export class DeliveryLedger {
    * the other. Returns the delivery when the report was applied now.
    */
   async recordProviderStatus(event: ProviderStatus): Promise<DeliveryRow | null> {
-    await new LedgerRepository(this.deps.db).insertProviderEvent({
+    await new LedgerRepository(this.deps.db, this.deps.dialect).insertProviderEvent({
       id: this.deps.ids.uuid(),
       channel: event.channel,
       provider_message_id: event.providerMessageId,
@@ -118,7 +118,7 @@ export class DeliveryLedger {
    * delivery events and provider reports. In batches, so no purge holds a long transaction.
    */
   async purgeBefore(before: string): Promise<void> {
-    const repo = new LedgerRepository(this.deps.db);
+    const repo = new LedgerRepository(this.deps.db, this.deps.dialect);
     while ((await repo.purgeMessagesBefore(before)) > 0) {
       // next batch
     }
