@@ -150,10 +150,7 @@ export class LedgerSession {
     const inserted = await this.repo.insertDeliveries(valid);
     for (const row of valid) {
       if (!inserted.has(row.id)) continue;
-      for (const [from, to] of creationPath(row.status)) {
-        const at = to === 'pending' ? row.created_at : (to === 'failed' ? row.failed_at : to === 'delivered' ? row.delivered_at : row.sent_at) ?? row.updated_at;
-        this.record('delivery', row, from, to, at, to === 'failed' ? row.failed_code : null, null);
-      }
+      for (const [from, to] of creationPath(row.status)) this.record('delivery', row, from, to, timeOf(row, to), to === 'failed' ? row.failed_code : null, null);
     }
     await this.repo.insertAttempts(attempts.filter((a) => inserted.has(a.delivery_id)));
   }
@@ -373,6 +370,12 @@ export class LedgerSession {
       details: details ? JSON.stringify(details) : null,
     });
   }
+}
+
+/** When a new delivery row reached `status`, by the column that records it. */
+function timeOf(row: DeliveryRow, status: DeliveryStatus): string {
+  const at = { pending: row.created_at, sent: row.sent_at, delivered: row.delivered_at, failed: row.failed_at }[status as string];
+  return at ?? row.updated_at;
 }
 
 /** The transitions that create a delivery in `status`: through pending when it was sent or delivered at once. */
