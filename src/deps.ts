@@ -5,6 +5,7 @@ import { randomFillSync } from 'node:crypto';
 import { V7Generator } from 'uuidv7';
 import type { Config } from './config.js';
 import { ApiLoad } from './load.js';
+import { DeliveryLedger } from './modules/delivery/ledger.js';
 import { InappRealtime } from './modules/inapp/inapp.realtime.js';
 import { type Queue, type QueueOptions, createQueue } from './queue/index.js';
 import { requestLogSerializers } from './http/request-logger.js';
@@ -29,6 +30,8 @@ export interface Deps {
   queue: Queue;
   /** How busy this process's API is; its queue gives way while it is (role all). */
   load: ApiLoad;
+  /** The one writer of a message's life after acceptance (modules/delivery). */
+  ledger: DeliveryLedger;
   /** This process's in-app websockets and their cross-process fan-out (routes, workers and settings share it). */
   inappRealtime: InappRealtime;
 }
@@ -100,6 +103,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
     ids,
     secrets: overrides.secrets ?? new Secrets(loadRootKey(config.secretKey, config.dataDir)),
     load,
+    ledger: new DeliveryLedger({ db: storage.db, dialect: storage.dialect, clock, ids, logger }),
     queue: createQueue(storage, {
       logger,
       ids,
