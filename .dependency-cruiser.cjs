@@ -18,6 +18,20 @@ module.exports = {
       from: { path: '^src/channels' },
       to: { path: '^src/modules' },
     },
+    {
+      name: 'channels-not-to-local-providers',
+      severity: 'error',
+      comment: 'Local stand-ins for providers (src/local-providers: the development carrier, the mail catcher) are reached over their protocol or through the composition root, never imported by channel adapters.',
+      from: { path: '^src/channels' },
+      to: { path: '^src/local-providers' },
+    },
+    {
+      name: 'modules-not-to-local-providers',
+      severity: 'error',
+      comment: 'Domain modules do not know the local stand-ins for providers; only the composition root (app.ts, services.ts) wires them in.',
+      from: { path: '^src/modules' },
+      to: { path: '^src/local-providers' },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

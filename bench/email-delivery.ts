@@ -2,12 +2,16 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import nodemailer from 'nodemailer';
 import { SMTPServer } from 'smtp-server';
+import { RAW_SENDERS, type RawSender } from './email-raw-sender.js';
 import { CLARION_LOG_LEVEL, ROOT, freePort, start, stop } from './lib.js';
 
-/** An SMTP sink that records when each message finished arriving. */
-async function sink() {
+/**
+ * An SMTP sink that records when each message finished arriving. TCP_NODELAY on its side: its
+ * replies go out at once instead of waiting for the client's delayed ACK (smtp-server 3.21 sets
+ * it too; set here so that the figures do not depend on the sink's version).
+ */
+export async function sink() {
   const arrivals: number[] = [];
   const server = new SMTPServer({
     authOptional: true,
@@ -21,6 +25,7 @@ async function sink() {
       });
     },
   });
+  server.server.on('connection', (socket: import('node:net').Socket) => socket.setNoDelay(true));
   const port = await freePort();
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   return {
@@ -42,19 +47,33 @@ const rate = (arrivals: number[], n: number) => ((n - 1) / (arrivals[n - 1] - ar
 
 const HTML = '<h1>Hello</h1><p>Your order has shipped. Track it in your account.</p>';
 
-/** Raw nodemailer with the same pool Clarion uses (5 connections, 100 messages each). */
-export async function rawNodemailer(n: number): Promise<number> {
+/**
+ * One raw sender (bench/email-raw-sender.ts) in its own process, as Clarion's worker is, into a
+ * fresh sink in this one: the rate from the first mail to the last at the sink.
+ */
+export async function rawSmtp(sender: RawSender, n: number): Promise<number> {
   const s = await sink();
-  const transport = nodemailer.createTransport({ host: '127.0.0.1', port: s.port, secure: false, ignoreTLS: true, pool: true, maxConnections: 5, maxMessages: 100 });
-  await Promise.all(
-    Array.from({ length: n }, (_, i) =>
-      transport.sendMail({ from: 'Clarion <notifications@clarion.localhost>', to: `user${i}@example.com`, subject: 'Your order shipped', html: HTML, text: 'Hello. Your order has shipped.' }),
-    ),
-  );
-  await s.waitFor(n);
-  transport.close();
-  await s.close();
-  return rate(s.arrivals, n);
+  try {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/email-raw-sender.ts')], {
+      cwd: ROOT,
+      env: { ...process.env, SINK_PORT: String(s.port), EMAILS: String(n), SENDER: sender },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    await Promise.race([s.waitFor(n), exited.then((code) => s.arrivals.length < n && Promise.reject(new Error(`${sender} exited ${code} after ${s.arrivals.length}/${n} mails`)))]);
+    await exited;
+    return rate(s.arrivals, n);
+  } finally {
+    await s.close();
+  }
+}
+
+/** Every raw sender in turn; the fastest is the baseline. */
+export async function rawBaselines(n: number): Promise<{ rates: Record<RawSender, number>; fastest: RawSender }> {
+  const rates = {} as Record<RawSender, number>;
+  for (const sender of Object.keys(RAW_SENDERS) as RawSender[]) rates[sender] = await rawSmtp(sender, n);
+  const fastest = (Object.keys(rates) as RawSender[]).reduce((a, b) => (rates[b] > rates[a] ? b : a));
+  return { rates, fastest };
 }
 
 /**

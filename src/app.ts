@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
@@ -22,17 +21,23 @@ import { slackRoutes } from './modules/slack/slack.routes.js';
 import { telephonyRoutes } from './modules/telephony/telephony.routes.js';
 import { systemRoutes } from './modules/system/system.routes.js';
 import { inappRoutes } from './modules/inapp/inapp.routes.js';
-import { outboxRoutes } from './modules/outbox/outbox.routes.js';
 import { templateRoutes } from './modules/templates/templates.routes.js';
 import { userRoutes } from './modules/users/users.routes.js';
+import { devCarrierRoutes } from './local-providers/dev-carrier/dev-carrier.routes.js';
+import { mailCatcherRoutes } from './local-providers/mail-catcher/mail-catcher.routes.js';
+import { emailSettingsRoutes } from './modules/email/email-settings.routes.js';
+import type { Services } from './services.js';
 
-/** Builds the HTTP application over already-built dependencies (tests use the same function). */
-export async function buildApp(deps: Deps): Promise<App> {
+/**
+ * Builds the HTTP application over already-built dependencies and services (tests use the same
+ * function): each module's routes get the services they call, and construct none.
+ */
+export async function buildApp(deps: Deps, services: Services): Promise<App> {
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     childLoggerFactory: lazyChildLogger,
     // Each request's id is the trackingId of its error body and of its log lines.
-    genReqId: () => randomUUID(),
+    genReqId: () => deps.ids.uuid(),
     // One line per request instead of Fastify's two (installRequestLog).
     logController: new LogController({ requestIdLogLabel: 'trackingId', disableRequestLogging: true }),
     requestIdHeader: false,
@@ -40,7 +45,7 @@ export async function buildApp(deps: Deps): Promise<App> {
     // Every answer the server writes carries the Error body, also those written before routing
     // (bad escapes, over-long path segments) and by Node's HTTP parser (431, bad request line or chunk).
     frameworkErrors,
-    clientErrorHandler,
+    clientErrorHandler: clientErrorHandler(deps.ids),
     // Without Host, Node would answer an empty 400 itself; the onRequest check answers the Error body.
     http: { requireHostHeader: false },
     return503OnClosing: false,
@@ -91,23 +96,27 @@ export async function buildApp(deps: Deps): Promise<App> {
   installRequestLog(app, deps.logger);
   installErrorHandling(app);
   const metrics = installMetrics(app);
-  installAuth(app, deps);
+  installAuth(app, services.auth);
 
   systemRoutes(app, deps, metrics);
-  accountRoutes(app, deps);
-  environmentRoutes(app, deps);
-  keyRoutes(app, deps);
-  userRoutes(app, deps);
-  templateRoutes(app, deps);
-  outboxRoutes(app, deps);
-  await inappRoutes(app, deps);
-  sendingRoutes(app, deps, deps.queue);
-  logRoutes(app, deps, deps.queue);
-  await telephonyRoutes(app, deps);
-  await webPushRoutes(app, deps);
-  await apnRoutes(app, deps);
-  await fcmRoutes(app, deps);
-  await slackRoutes(app, deps);
+  accountRoutes(app, services.accounts);
+  environmentRoutes(app, services.environments);
+  keyRoutes(app, services.keys);
+  userRoutes(app, services.users);
+  templateRoutes(app, services);
+  emailSettingsRoutes(app, services.emailSettings);
+  await inappRoutes(app, deps, services);
+  sendingRoutes(app, services.sending);
+  logRoutes(app, deps, services.logs);
+  await telephonyRoutes(app, services);
+  await webPushRoutes(app, services);
+  await apnRoutes(app, services.apnSettings);
+  await fcmRoutes(app, services.fcmSettings);
+  await slackRoutes(app, services.slackSettings);
+  // Local stand-ins for providers: the mail catcher always (mail goes there without SMTP), the
+  // development carrier when no Twilio credentials are configured.
+  mailCatcherRoutes(app, services.mailCatcher);
+  if (services.devCarrier) await devCarrierRoutes(app, services.devCarrier);
 
   return app;
 }

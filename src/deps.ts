@@ -5,7 +5,7 @@ import { randomFillSync } from 'node:crypto';
 import { V7Generator } from 'uuidv7';
 import type { Config } from './config.js';
 import { ApiLoad } from './load.js';
-import { ApiKeyCache } from './modules/auth/api-key-cache.js';
+import { DeliveryLedger } from './modules/delivery/ledger.js';
 import { InappRealtime } from './modules/inapp/inapp.realtime.js';
 import { type Queue, type QueueOptions, createQueue } from './queue/index.js';
 import { requestLogSerializers } from './http/request-logger.js';
@@ -30,8 +30,8 @@ export interface Deps {
   queue: Queue;
   /** How busy this process's API is; its queue gives way while it is (role all). */
   load: ApiLoad;
-  /** API keys this process resolved recently (one cache, shared by every AuthService). */
-  apiKeys: ApiKeyCache;
+  /** The one writer of a message's life after acceptance (modules/delivery). */
+  ledger: DeliveryLedger;
   /** This process's in-app websockets and their cross-process fan-out (routes, workers and settings share it). */
   inappRealtime: InappRealtime;
 }
@@ -39,6 +39,7 @@ export interface Deps {
 /**
  * UUIDv7 (package uuidv7) with its random bits drawn from a pool refilled 4 KB at a time: the
  * package's default asks the CSPRNG for a few bytes on every id, a measurable share of a send.
+ * Each call makes an id source of its own (generator and pool are its state, not the module's).
  */
 function pooledRandom(): { nextUint32(): number } {
   const pool = new Uint32Array(1024);
@@ -53,8 +54,10 @@ function pooledRandom(): { nextUint32(): number } {
     },
   };
 }
-const v7 = new V7Generator(pooledRandom());
-export const uuidIds: Ids = { uuid: () => v7.generate().toString() };
+export function uuidIds(): Ids {
+  const v7 = new V7Generator(pooledRandom());
+  return { uuid: () => v7.generate().toString() };
+}
 
 /** Paths whose values must never reach a log line. */
 export const REDACTED_LOG_PATHS = [
@@ -100,7 +103,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
     openStorage({ databaseUrl: config.databaseUrl, sqliteFile: path.join(config.dataDir, 'clarion.sqlite') });
   const logger = overrides.logger ?? createLogger(config);
   const clock = overrides.clock ?? systemClock;
-  const ids = overrides.ids ?? uuidIds;
+  const ids = overrides.ids ?? uuidIds();
   const load = new ApiLoad();
   const deps: Omit<Deps, 'inappRealtime'> & { inappRealtime?: InappRealtime } = {
     config,
@@ -111,7 +114,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
     ids,
     secrets: overrides.secrets ?? new Secrets(loadRootKey(config.secretKey, config.dataDir)),
     load,
-    apiKeys: new ApiKeyCache(clock),
+    ledger: new DeliveryLedger({ db: storage.db, dialect: storage.dialect, clock, ids, logger }),
     queue: createQueue(storage, {
       logger,
       ids,

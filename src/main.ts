@@ -6,6 +6,7 @@ import { buildDeps } from './deps.js';
 import { bootstrapIfEmpty, createAccountWithEnvironment } from './modules/accounts/bootstrap.js';
 import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { signAccountToken } from './modules/auth/jwt.js';
+import { buildServices } from './services.js';
 import { startWorkers } from './workers.js';
 
 const USAGE = `clarion <command> [options]
@@ -59,7 +60,7 @@ async function main(argv: string[]): Promise<number> {
       const account = await new AccountsRepository(deps.db).find(values.account);
       await deps.storage.close();
       if (!account) throw new ConfigError(`no account ${values.account}`);
-      console.log(await signAccountToken(deps.secrets, { accountId: account.id, subject: values.subject ?? 'cli' }, ttl));
+      console.log(await signAccountToken(deps.secrets, { accountId: account.id, subject: values.subject ?? 'cli' }, ttl, deps.clock.now()));
       return 0;
     }
     case 'serve':
@@ -96,8 +97,10 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
   const deps = buildDeps(config);
   await deps.storage.migrate();
   const created = await bootstrapIfEmpty(deps);
-  const app = role === 'worker' ? null : await buildApp(deps);
-  const workers = role === 'api' ? null : await startWorkers(deps);
+  // One services object for the whole process: the API and its workers (role all) share it.
+  const services = buildServices(deps);
+  const app = role === 'worker' ? null : await buildApp(deps, services);
+  const workers = role === 'api' ? null : await startWorkers(deps, services);
   if (app) {
     await app.listen({ port: config.port, host: config.host });
     if (created) printCredentials(created, baseUrl(config));

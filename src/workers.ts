@@ -1,4 +1,5 @@
 import type { Deps } from './deps.js';
+import type { Services } from './services.js';
 import { registerLogJobs } from './modules/logs/logs.jobs.js';
 import type { DeliveryWorker } from './modules/sending/delivery.worker.js';
 import { type Executors, buildExecutors } from './modules/sending/executors/index.js';
@@ -20,12 +21,12 @@ const HOUR_MS = 3600 * 1000;
 
 /**
  * Registers every module's jobs (`<module>.jobs.ts`) on the queue and starts working; the API
- * process may run it too (role all).
+ * process may run it too (role all), over the same services object as its routes.
  */
-export async function startWorkers(deps: Deps, options: { concurrency?: number; retryBaseMs?: number } = {}): Promise<Workers> {
-  const { executors, close: closeExecutors } = buildExecutors(deps);
+export async function startWorkers(deps: Deps, services: Services, options: { concurrency?: number; retryBaseMs?: number } = {}): Promise<Workers> {
+  const { executors, close: closeExecutors } = buildExecutors(deps, services);
   const worker = registerSendingJobs(deps, executors, options);
-  registerLogJobs(deps);
+  registerLogJobs(deps, services.logs);
   const maintenance = registerMaintenanceJobs(deps);
   await deps.queue.start();
 

@@ -1,6 +1,5 @@
 import type { AuthContext } from '../modules/auth/auth.service.js';
-import { AuthService, environmentRequired } from '../modules/auth/auth.service.js';
-import type { Deps } from '../deps.js';
+import { type AuthService, environmentRequired } from '../modules/auth/auth.service.js';
 import { AppError } from '../errors.js';
 import { type Permission, permissionOf, routeAuthOf } from './permissions.js';
 import type { App } from './types.js';
@@ -20,8 +19,7 @@ const SECURITY: Partial<Record<Permission, unknown[]>> = { public: [], 'end-user
  * is added (a route the matrix does not list stops the server from starting), and every request
  * to a route that takes server credentials is authenticated and checked against it here.
  */
-export function installAuth(app: App, deps: Deps): AuthService {
-  const service = new AuthService(deps);
+export function installAuth(app: App, service: AuthService): AuthService {
   app.decorateRequest('auth', null as unknown as AuthContext);
 
   app.addHook('onRoute', (route) => {

@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { Ids } from '../clock.js';
 import { AppError, type ErrorCode, errorBody } from '../errors.js';
 import { nulInUrl } from './json-body.js';
 import type { App } from './types.js';
@@ -91,9 +91,16 @@ export function frameworkErrors(err: FastifyError, request: FastifyRequest, repl
 
 /**
  * Errors of Node's HTTP parser (headers too large, a bad request line or chunk, a timeout): no
- * request exists, so the answer is written on the socket; it still carries the Error body.
+ * request exists, so the answer is written on the socket; it still carries the Error body, with
+ * a trackingId from `ids` (the app's id source).
  */
-export function clientErrorHandler(this: { log: FastifyBaseLogger } | undefined, err: NodeJS.ErrnoException, socket: Socket): void {
+export function clientErrorHandler(ids: Ids): (this: { log: FastifyBaseLogger } | undefined, err: NodeJS.ErrnoException, socket: Socket) => void {
+  return function handleClientError(err, socket) {
+    answerClientError.call(this, ids.uuid(), err, socket);
+  };
+}
+
+function answerClientError(this: { log: FastifyBaseLogger } | undefined, trackingId: string, err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const [code, message, fix]: [ErrorCode, string, string | undefined] =
     err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
@@ -102,7 +109,6 @@ export function clientErrorHandler(this: { log: FastifyBaseLogger } | undefined,
         ? ['HEADERS_TOO_LARGE', 'The request headers are larger than this server accepts.', 'Send smaller headers (cookies, tokens).']
         : ['VALIDATION_FAILED', `The request is not valid HTTP/1.1 (${err.code ?? 'parse error'}).`, undefined];
   const status = statusOf(code);
-  const trackingId = randomUUID();
   // Fastify binds this handler to the instance: log the trackingId the client is given, as every
   // routed request's log line carries its own (one line per refused connection, no body).
   this?.log.info({ trackingId, code: err.code, status }, 'client error before routing');

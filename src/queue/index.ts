@@ -4,7 +4,7 @@ import type { Queue } from './port.js';
 import { SqliteQueue, type SqliteQueueOptions } from './sqlite-queue.js';
 
 export * from './port.js';
-export { backoffDelay, type QueueLogger, type BackoffOptions } from './runner.js';
+export { backoffDelay, type QueueLogger, type BackoffOptions, type GraceTimer } from './runner.js';
 export { SqliteQueue, type SqliteQueueOptions, type CommonQueueOptions } from './sqlite-queue.js';
 export { PgBossQueue, type PgBossQueueOptions } from './pgboss-queue.js';
 

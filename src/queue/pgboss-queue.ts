@@ -100,6 +100,7 @@ export class PgBossQueue implements Queue, JobBackend {
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(this.lockMs / 3)),
       graceMs: options.graceMs ?? 10_000,
+      graceTimer: options.graceTimer,
       backoff: options.backoff,
       random: options.random,
       logger: options.logger,

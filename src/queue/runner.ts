@@ -50,7 +50,28 @@ export interface RunnerOptions {
   busy?: () => boolean;
   /** Share of the time runs may take while busy. Default 0.1. */
   busyShare?: number;
+  /** Waits out stop()'s grace period (see GraceTimer). Default: a real timer. */
+  graceTimer?: GraceTimer;
 }
+
+/**
+ * Resolves once `ms` have passed, or at once when `signal` aborts (every handler ended first).
+ * Tests pass one they end by hand, so "a handler outlives the grace period" needs no race.
+ */
+export type GraceTimer = (ms: number, signal: AbortSignal) => Promise<void>;
+
+const realGraceTimer: GraceTimer = (ms, signal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
 
 /** Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))]. */
 export function backoffDelay(attempt: number, options: BackoffOptions = {}, random: () => number = Math.random): number {
@@ -370,12 +391,10 @@ export class JobRunner {
     if (wasStarted) {
       await this.polling;
       const all = Promise.allSettled([...this.running.values()].filter((r) => !r.released).map((r) => r.done));
-      let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, this.options.graceMs);
-      });
+      const graceOver = new AbortController();
+      const grace = (this.options.graceTimer ?? realGraceTimer)(this.options.graceMs, graceOver.signal);
       await Promise.race([all, grace]);
-      clearTimeout(timer);
+      graceOver.abort();
       const left = [...this.running.values()].filter((r) => !r.released);
       if (left.length > 0) {
         for (const r of left) r.released = true;

@@ -5,7 +5,7 @@ import { type Kysely, sql } from 'kysely';
 import { uuidv7 } from 'uuidv7';
 import { type Clock, type Ids, systemClock } from '../clock.js';
 import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type Queue, type WorkOptions, keyedJobId } from './port.js';
-import { type BackoffOptions, type ClaimedJob, type JobBackend, JobRunner, type QueueLogger } from './runner.js';
+import { type BackoffOptions, type ClaimedJob, type GraceTimer, type JobBackend, JobRunner, type QueueLogger } from './runner.js';
 
 /** Row of the queue_jobs table (migration 0020_queue). Timestamps are ISO-8601 UTC text. */
 export interface QueueJobsTable {
@@ -27,6 +27,7 @@ export interface QueueTables {
 }
 
 export interface CommonQueueOptions {
+  /** Run times, retries and locks of the SQLite queue; pg-boss reads the server's now() instead. */
   clock?: Clock;
   ids?: Ids;
   logger?: QueueLogger;
@@ -38,6 +39,8 @@ export interface CommonQueueOptions {
   heartbeatMs?: number;
   /** stop() waits this long for running handlers before releasing their jobs. Default 10 s. */
   graceMs?: number;
+  /** Waits out that grace period (tests end it by hand). Default: a real timer. */
+  graceTimer?: GraceTimer;
   /** Default runs per job when enqueue() gives none. Default 10. */
   maxAttempts?: number;
   backoff?: BackoffOptions;
@@ -95,6 +98,7 @@ export class SqliteQueue implements Queue, JobBackend {
       pollIntervalMs: options.pollIntervalMs ?? 250,
       heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(this.lockMs / 3)),
       graceMs: options.graceMs ?? 10_000,
+      graceTimer: options.graceTimer,
       backoff: options.backoff,
       random: options.random,
       logger: options.logger,

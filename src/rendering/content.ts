@@ -1,12 +1,13 @@
 import type { Channel } from '../http/schemas.js';
-import { type ComponentResolver, type LiquidRenderer, type RenderContext, TemplateRenderError, defaultRenderer } from './liquid.js';
+import { type ComponentResolver, type LiquidRenderer, type RenderContext, TemplateRenderError } from './liquid.js';
 
 /** Fields that are never rendered nor sent: the editor's own representation of an email. */
 const NOT_RENDERED = new Set(['internal']);
 
 export interface RenderContentOptions {
+  /** The caller's renderer (its parse cache is the caller's: one per render thread). */
+  renderer: LiquidRenderer;
   resolveComponents?: ComponentResolver;
-  renderer?: LiquidRenderer;
 }
 
 /**
@@ -20,9 +21,9 @@ export async function renderChannelContent<T extends object>(
   channel: Channel,
   content: T,
   context: RenderContext,
-  options: RenderContentOptions = {},
+  options: RenderContentOptions,
 ): Promise<T> {
-  const renderer = options.renderer ?? defaultRenderer;
+  const { renderer } = options;
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(content)) {
     if (NOT_RENDERED.has(key) || value === undefined) continue;

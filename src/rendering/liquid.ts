@@ -203,10 +203,3 @@ function describe(err: unknown): string {
   }
   return String(err);
 }
-
-/** The process-wide renderer with the default limits (its parse cache is shared by all sends). */
-export const defaultRenderer = new LiquidRenderer();
-
-export const renderText = (source: string, context: RenderContext, field?: string) => defaultRenderer.renderText(source, context, field);
-export const renderEmailHtml = (source: string, context: RenderContext, resolveComponents?: ComponentResolver) =>
-  defaultRenderer.renderEmailHtml(source, context, resolveComponents);

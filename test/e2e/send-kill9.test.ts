@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,9 +12,16 @@ import { freePort, spawnCli, waitForOutput } from '../helpers/process.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 
-/** An SMTP sink that answers slowly, so deliveries are in flight when the worker dies. */
-async function slowSink(delayMs: number) {
+/**
+ * An SMTP sink that answers the first `answerFirst` messages and holds the answer to every later
+ * one until answerAll(): those are in flight (sent, not acknowledged) for as long as the test
+ * wants, so the kill lands while deliveries are on the wire, whatever the machine's speed.
+ */
+async function holdingSink(answerFirst: number) {
   const received: { subject: string; messageId: string }[] = [];
+  let answering = false;
+  let answered = 0;
+  let held = 0;
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ['STARTTLS'],
@@ -21,7 +29,10 @@ async function slowSink(delayMs: number) {
       simpleParser(stream).then(
         (mail) => {
           received.push({ subject: mail.subject ?? '', messageId: mail.messageId ?? '' });
-          setTimeout(() => callback(), delayMs);
+          if (answering || answered < answerFirst) {
+            answered++;
+            callback();
+          } else held++; // never answered: its sender is killed with the message in flight
         },
         (err) => callback(err),
       );
@@ -34,7 +45,18 @@ async function slowSink(delayMs: number) {
   server.on('error', (err: Error) => socketErrors.push(err));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.server.address() as AddressInfo).port;
-  return { received, socketErrors, url: `smtp://127.0.0.1:${port}`, close: () => new Promise<void>((r) => server.close(() => r())) };
+  return {
+    received,
+    socketErrors,
+    url: `smtp://127.0.0.1:${port}`,
+    answered: () => answered,
+    held: () => held,
+    /** From now on every message is answered at once. */
+    answerAll: () => {
+      answering = true;
+    },
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
 }
 
 describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flight (%s)', (kind) => {
@@ -42,10 +64,12 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-kill-'));
   let databaseUrl = '';
   let dbName = '';
-  let sink: Awaited<ReturnType<typeof slowSink>>;
+  let sink: Awaited<ReturnType<typeof holdingSink>>;
+  /** Servers this test started, killed at the end whatever happened. */
+  const servers: ChildProcess[] = [];
 
   beforeAll(async () => {
-    sink = await slowSink(150);
+    sink = await holdingSink(3);
     if (kind === 'postgres') {
       dbName = `clarion_kill_${randomBytes(4).toString('hex')}`;
       const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
@@ -58,6 +82,7 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
     }
   });
   afterAll(async () => {
+    for (const server of servers) if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
     await sink.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
     if (dbName) {
@@ -68,7 +93,10 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
     }
   });
 
-  it('delivers every accepted send after a restart, duplicates carrying the same Message-ID', async () => {
+  // Every wait below is for an event (a line on stdout, the sink's count, the logs); the time they
+  // take is two server start-ups from source and one lock expiry, which on a loaded 2-core
+  // machine runs past vitest's default 30 s, so the limit is the sum of the waits' own bounds.
+  it('delivers every accepted send after a restart, duplicates carrying the same Message-ID', { timeout: 240_000 }, async () => {
     const env = {
       CLARION_DATA_DIR: dataDir,
       DATABASE_URL: databaseUrl,
@@ -79,7 +107,8 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
     };
     const port1 = await freePort();
     const first = spawnCli(['serve'], { ...env, PORT: String(port1) });
-    const out = await waitForOutput(first, /API key\s+clarion_sk_\S+/, 30_000);
+    servers.push(first);
+    const out = await waitForOutput(first, /API key\s+clarion_sk_\S+/, 60_000);
     const key = /API key\s+(clarion_sk_\S+)/.exec(out)![1];
 
     const accepted = await Promise.all(
@@ -95,17 +124,21 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
     );
     expect(new Set(accepted).size).toBe(N);
 
-    // Some mail is out, the rest is queued or on the wire: kill without warning.
-    await eventually(() => sink.received.length >= 3, 20_000, 'first deliveries');
+    // Some mail is out, some on the wire (held by the sink), the rest queued: kill without warning.
+    await eventually(() => sink.answered() >= 3 && sink.held() > 0, 30_000, 'first deliveries, and more in flight');
+    const exited = new Promise((r) => first.on('exit', r));
     first.kill('SIGKILL');
-    await new Promise((r) => first.on('exit', r));
+    await exited;
     const atKill = sink.received.length;
     expect(atKill).toBeLessThan(N);
+    expect(sink.held()).toBeGreaterThan(0);
+    sink.answerAll();
 
     const port2 = await freePort();
     const second = spawnCli(['serve'], { ...env, PORT: String(port2), LOG_LEVEL: 'info' });
+    servers.push(second);
     try {
-      await waitForOutput(second, /listening on/, 30_000);
+      await waitForOutput(second, /listening on/, 60_000);
       await eventually(() => new Set(sink.received.map((m) => m.subject)).size === N, 60_000, 'every accepted send delivered');
       const bySubject = new Map<string, Set<string>>();
       for (const m of sink.received) bySubject.set(m.subject, (bySubject.get(m.subject) ?? new Set()).add(m.messageId));
@@ -123,8 +156,9 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
         return r.logs.every((l: Record<string, unknown>) => l.email_sent_at);
       }, 20_000, 'logs show every email sent');
     } finally {
+      const exited = second.exitCode === null && second.signalCode === null ? new Promise((r) => second.on('exit', r)) : null;
       second.kill('SIGTERM');
-      await new Promise((r) => second.on('exit', r));
+      await exited;
     }
   });
 });

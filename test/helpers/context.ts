@@ -4,12 +4,14 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { buildApp } from '../../src/app.js';
+import type { EmailStores } from '../../src/channels/email/registry.js';
 import { type Config, loadConfig } from '../../src/config.js';
 import { type Clock, type Deps, buildDeps } from '../../src/deps.js';
 import type { App } from '../../src/http/types.js';
 import type { QueueOptions } from '../../src/queue/index.js';
 import { type CreatedAccount, createAccountWithEnvironment } from '../../src/modules/accounts/bootstrap.js';
 import { Secrets } from '../../src/secrets.js';
+import { type Services, buildServices } from '../../src/services.js';
 import { type Workers, startWorkers } from '../../src/workers.js';
 import type { Dialect } from '../../src/storage/db.js';
 import { type TestStorage, createTestStorage } from './storage.js';
@@ -17,6 +19,8 @@ import { type TestStorage, createTestStorage } from './storage.js';
 export interface TestContext {
   kind: Dialect;
   deps: Deps;
+  /** The services object of this context, built once: its app and workers share it. */
+  services: Services;
   app: App;
   storage: TestStorage;
   /** The first account: one environment and one API key. */
@@ -54,13 +58,15 @@ export async function createTestContext(kind: Dialect, options: TestContextOptio
     // Short polls keep tests quick; pg-boss tables live beside the test schema and go with it.
     queue: { pollIntervalMs: 20, ...(storage.bossSchema ? { bossSchema: storage.bossSchema } : {}), ...options.queue },
   });
-  const app = await buildApp(deps);
+  const services = buildServices(deps);
+  const app = await buildApp(deps, services);
   await app.ready();
   const account = await createAccountWithEnvironment(deps, { name: 'Test account' });
   const context: TestContext = {
-    workers: options.workers ? await startWorkers(deps, { retryBaseMs: 10 }) : undefined,
+    workers: options.workers ? await startWorkers(deps, services, { retryBaseMs: 10 }) : undefined,
     kind,
     deps,
+    services,
     app,
     storage,
     account,
@@ -74,6 +80,11 @@ export async function createTestContext(kind: Dialect, options: TestContextOptio
     },
   };
   return context;
+}
+
+/** The email registry's stores over a context's repositories (the mail catcher's and the SMTP settings). */
+export function emailStoresOf(t: Pick<TestContext, 'services'>): EmailStores {
+  return { caught: t.services.repositories.mailCatcher, settings: t.services.repositories.emailSettings };
 }
 
 /** A clock tests move by hand. */

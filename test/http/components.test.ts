@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { componentResolver } from '../../src/modules/components/components.service.js';
 import { TemplatesService } from '../../src/modules/templates/templates.service.js';
 import { renderChannelContent } from '../../src/rendering/content.js';
-import { buildRenderContext } from '../../src/rendering/liquid.js';
+import { LiquidRenderer, buildRenderContext } from '../../src/rendering/liquid.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
@@ -126,7 +126,9 @@ describe.each(STORAGE_KINDS)('email components (%s)', (kind) => {
     await req('POST', '/notifications/render/EMAIL/templates', { templateId: 'main', subject: 'For {{ name }}', html: "{% component 'greet' %}<p>{{ name }}</p>", internal: 'x' });
     const a = t.account;
     const resolved = await new TemplatesService(t.deps).resolveTemplate(a.accountId, a.clientId, 'render', 'EMAIL');
+    const renderer = new LiquidRenderer();
     const rendered = await renderChannelContent('EMAIL', resolved!.content, buildRenderContext({ name: '<b>Bo</b>' }, { id: 'u', email: 'bo@example.com' }), {
+      renderer,
       resolveComponents: componentResolver(t.deps, a.accountId, a.clientId),
     });
     expect(rendered).toEqual({ subject: 'For <b>Bo</b>', html: '<h1>Hi bo@example.com</h1><p>&lt;b&gt;Bo&lt;/b&gt;</p>' });
@@ -134,6 +136,7 @@ describe.each(STORAGE_KINDS)('email components (%s)', (kind) => {
     // Component edits apply to the next render.
     await req('PATCH', '/components/greet', { html: '<h1>Hello</h1>' });
     const again = await renderChannelContent('EMAIL', resolved!.content, buildRenderContext({ name: 'x' }, {}), {
+      renderer,
       resolveComponents: componentResolver(t.deps, a.accountId, a.clientId),
     });
     expect(again.html).toBe('<h1>Hello</h1><p>x</p>');

@@ -2,6 +2,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
+import { buildServices } from '../../src/services.js';
 import { buildDeps } from '../../src/deps.js';
 import type { App } from '../../src/http/types.js';
 import { createAccountWithEnvironment } from '../../src/modules/accounts/bootstrap.js';
@@ -31,7 +32,7 @@ describe.each(STORAGE_KINDS)('errors, logs and operations (%s)', (kind) => {
       logger: pino({ level: 'info' }, sink),
       secrets: new Secrets(randomBytes(32)),
     });
-    app = await buildApp(deps);
+    app = await buildApp(deps, buildServices(deps));
     const created = await createAccountWithEnvironment(deps, { name: 'Errors' });
     apiKey = created.apiKey;
     clientSecret = created.clientSecret;

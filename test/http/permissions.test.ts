@@ -86,7 +86,7 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
     expect([k1.scope, k2.scope]).toEqual(['environment', 'environment']);
     const b = await t.newAccount('Stranger');
     const basic = (clientId: string, secret: string) => `Basic ${Buffer.from(`${clientId}:${secret}`).toString('base64')}`;
-    const jwt = async (accountId: string) => `Bearer ${await signAccountToken(t.deps.secrets, { accountId, subject: 'ops' }, 3600)}`;
+    const jwt = async (accountId: string) => `Bearer ${await signAccountToken(t.deps.secrets, { accountId, subject: 'ops' }, 3600, t.deps.clock.now())}`;
 
     markers.push(t.account.clientSecret, t.account.apiKey, k1.key, 'victim-a@example.com', 'A-MARKER');
     // The victim's number: a STOP simulated by another environment must not suppress it (snapshot).

@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
+import { buildServices } from '../../src/services.js';
 import { buildDeps, createLogger } from '../../src/deps.js';
 import type { App } from '../../src/http/types.js';
 import { redactUrl } from '../../src/http/request-logger.js';
@@ -32,7 +33,7 @@ describe('request logs at info level', () => {
       },
     });
     const deps = buildDeps(config, { storage, logger: createLogger({ logLevel: 'info' }, stream), secrets: new Secrets(randomBytes(32)) });
-    app = await buildApp(deps);
+    app = await buildApp(deps, buildServices(deps));
     await app.ready();
   });
 

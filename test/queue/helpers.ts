@@ -1,6 +1,7 @@
 import { CompiledQuery } from 'kysely';
 import pg from 'pg';
 import { type Queue, type QueueOptions, createQueue } from '../../src/queue/index.js';
+import type { ClaimedJob, JobBackend } from '../../src/queue/runner.js';
 import type { Dialect, Storage } from '../../src/storage/db.js';
 import { type TestStorage, createTestStorage } from '../helpers/storage.js';
 
@@ -20,7 +21,8 @@ export function deferred<T = void>(): Deferred<T> {
   return { promise, resolve, reject };
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Only for retry jitter and polling intervals: a test waits for events, never for time to pass. */
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `check` until it returns a value other than undefined/false (bounded). */
 export async function waitFor<T>(check: () => Promise<T | undefined | false>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
@@ -33,12 +35,59 @@ export async function waitFor<T>(check: () => Promise<T | undefined | false>, ti
   }
 }
 
+/**
+ * Watches the claims a queue's worker makes (one per poll of a job name), so a test can wait for
+ * the worker to have looked again (and see what it took) instead of waiting for time to pass.
+ */
+export interface ClaimWatch {
+  /** Ids of every job claimed so far, in order (a job run twice appears twice). */
+  readonly claimed: string[];
+  /** Claims begun so far, of any name. */
+  begun(): number;
+  /** Resolves once `count` claims of `name` that began after this call have finished. */
+  polls(name: string, count?: number): Promise<void>;
+}
+
+export function watchClaims(queue: Queue): ClaimWatch {
+  // Both engines are their runner's backend: the runner calls this object's claim().
+  const backend = queue as unknown as JobBackend;
+  const claim = backend.claim.bind(backend);
+  const claimed: string[] = [];
+  let begun = 0;
+  const waiters = new Set<{ name: string; after: number; left: number; resolve(): void }>();
+  backend.claim = async (name: string, limit: number): Promise<ClaimedJob[]> => {
+    const seq = ++begun;
+    try {
+      const jobs = await claim(name, limit);
+      claimed.push(...jobs.map((j) => j.id));
+      return jobs;
+    } finally {
+      for (const w of waiters) {
+        if (w.name !== name || seq <= w.after) continue;
+        if (--w.left === 0) {
+          waiters.delete(w);
+          w.resolve();
+        }
+      }
+    }
+  };
+  return {
+    claimed,
+    begun: () => begun,
+    polls(name, count = 3) {
+      return new Promise<void>((resolve) => waiters.add({ name, after: begun, left: count, resolve }));
+    },
+  };
+}
+
 /** A job as stored, in the SQLite queue's terms whatever the engine. */
 export interface StoredJob {
   state: 'waiting' | 'running' | 'done' | 'failed' | 'cancelled';
   /** Runs started so far. */
   attempt: number;
   lastError: string | null;
+  /** Not started before this (SQLite run_at, pg-boss start_after). */
+  runAt: Date;
 }
 
 const PG_STATES: Record<string, StoredJob['state']> = {
@@ -58,6 +107,8 @@ export interface QueueEnv {
   pgSchema?: string;
   queue(options?: QueueOptions, storage?: Storage): Queue;
   job(id: string): Promise<StoredJob | undefined>;
+  /** A raw statement on the test database (placeholders in the engine's syntax). */
+  raw<R>(text: string, values?: unknown[]): Promise<R[]>;
   jobCount(): Promise<number>;
   cleanup(): Promise<void>;
 }
@@ -98,22 +149,24 @@ export async function queueEnv(kind: Dialect): Promise<QueueEnv> {
       queues.push(q);
       return q;
     },
+    raw,
     async job(id) {
       if (kind === 'sqlite') {
-        const rows = await raw<{ state: StoredJob['state']; attempt: number; last_error: string | null }>(
-          'select state, attempt, last_error from queue_jobs where id = ?',
+        const rows = await raw<{ state: StoredJob['state']; attempt: number; last_error: string | null; run_at: string }>(
+          'select state, attempt, last_error, run_at from queue_jobs where id = ?',
           [id],
         );
-        return rows[0] ? { state: rows[0].state, attempt: rows[0].attempt, lastError: rows[0].last_error } : undefined;
+        const r = rows[0];
+        return r ? { state: r.state, attempt: r.attempt, lastError: r.last_error, runAt: new Date(r.run_at) } : undefined;
       }
       const uuid = id.slice(-36);
-      const rows = await raw<{ state: string; retry_count: number; started_on: Date | null; output: { message?: string } | null }>(
-        `select state, retry_count, started_on, output from ${bossSchema}.job where id = $1`,
+      const rows = await raw<{ state: string; retry_count: number; started_on: Date | null; start_after: Date; output: { message?: string } | null }>(
+        `select state, retry_count, started_on, start_after, output from ${bossSchema}.job where id = $1`,
         [uuid],
       );
       const r = rows[0];
       if (!r) return undefined;
-      return { state: PG_STATES[r.state], attempt: r.started_on ? r.retry_count + 1 : 0, lastError: r.output?.message ?? null };
+      return { state: PG_STATES[r.state], attempt: r.started_on ? r.retry_count + 1 : 0, lastError: r.output?.message ?? null, runAt: new Date(r.start_after) };
     },
     async jobCount() {
       const rows = await raw<{ n: number }>(

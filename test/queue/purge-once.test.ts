@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildDeps } from '../../src/deps.js';
 import { PURGE_JOB } from '../../src/modules/system/maintenance.jobs.js';
+import { buildServices } from '../../src/services.js';
 import { type Workers, startWorkers } from '../../src/workers.js';
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -20,7 +21,7 @@ describe.each(STORAGE_KINDS)('the hourly purge runs once across processes (%s)',
   beforeAll(async () => {
     t = await createTestContext(kind, { workers: true, clock });
     other = buildDeps(t.deps.config, { storage: t.storage.reopen(), logger: t.deps.logger, secrets: t.deps.secrets, clock, ...(t.storage.bossSchema ? { queue: { bossSchema: t.storage.bossSchema, pollIntervalMs: 20 } } : {}) });
-    second = await startWorkers(other);
+    second = await startWorkers(other, buildServices(other));
   });
   afterAll(async () => {
     await second?.stop();

@@ -3,9 +3,27 @@ import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type JobContext, PermanentJobError, RetryJobError } from '../../src/queue/index.js';
 import type { PgBossQueue } from '../../src/queue/pgboss-queue.js';
+import type { JobBackend } from '../../src/queue/runner.js';
 import { SqliteQueue } from '../../src/queue/sqlite-queue.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
-import { type QueueEnv, deferred, queueEnv, sleep, waitFor } from './helpers.js';
+import { ManualClock } from '../helpers/context.js';
+import { type ClaimWatch, type QueueEnv, deferred, queueEnv, waitFor, watchClaims } from './helpers.js';
+
+/**
+ * SQLite with a ManualClock: the job, whose run `attempt` failed, waits exactly `delayMs`; the
+ * worker leaves it alone until the clock gets there, then runs it.
+ */
+async function stepToRetry(env: QueueEnv, clock: ManualClock, claims: ClaimWatch, name: string, id: string, attempt: number, delayMs: number): Promise<void> {
+  const waiting = await waitFor(async () => {
+    const j = await env.job(id);
+    return j?.state === 'waiting' && j.attempt === attempt ? j : undefined;
+  }, 10_000, `attempt ${attempt} recorded as failed`);
+  expect(waiting.runAt.getTime() - clock.now().getTime()).toBe(delayMs);
+  clock.advance(delayMs - 1);
+  await claims.polls(name, 3);
+  expect(await env.job(id)).toMatchObject({ state: 'waiting', attempt });
+  clock.advance(1);
+}
 
 describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
   let env: QueueEnv;
@@ -18,6 +36,7 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
 
   it('leaves no job when the transaction rolls back; a committed job runs exactly once', async () => {
     const q = env.queue();
+    const claims = watchClaims(q);
     const seen: unknown[] = [];
     const ran = deferred<JobContext>();
     q.work<{ n: number }>('t.once', async (data, job) => {
@@ -38,7 +57,8 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     const job = await ran.promise;
     expect(job).toMatchObject({ id, name: 't.once', attempt: 1, maxAttempts: 10 });
     await waitFor(async () => (await env.job(id))?.state === 'done', 5000, 'done');
-    await sleep(150); // several poll intervals: nothing runs it again
+    await claims.polls('t.once', 3); // the worker looked again: nothing runs it again
+    expect(claims.claimed.filter((c) => c === id)).toHaveLength(1);
     expect(seen).toEqual([{ n: 2 }]);
     expect(await env.jobCount()).toBe(1);
   });
@@ -48,6 +68,7 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     const b = env.queue({}, env.storage.reopen());
     const runs: string[] = [];
     a.work<{ by: string }>('t.keyed', async (data) => void runs.push(data.by));
+    const claims = watchClaims(a);
     await a.start();
     const first = await a.enqueue(env.storage.db, 't.keyed', { by: 'a' }, { key: '2026-01-15T10' });
     const second = await b.enqueue(env.storage.db, 't.keyed', { by: 'b' }, { key: '2026-01-15T10' });
@@ -58,52 +79,95 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     const next = await a.enqueue(env.storage.db, 't.keyed', { by: 'next hour' }, { key: '2026-01-15T11' });
     expect(next).not.toBe(first);
     await waitFor(async () => (await env.job(next))?.state === 'done', 5000, 'the next key done');
-    await sleep(100);
+    await claims.polls('t.keyed', 3);
+    expect(claims.claimed.sort()).toEqual([first, next].sort());
     expect(runs).toEqual(['a', 'next hour']);
     expect(await env.jobCount()).toBe(2);
   });
 
   it('wakes an idle worker on enqueue instead of waiting a poll interval', async () => {
-    const q = env.queue({ pollIntervalMs: 60_000 });
+    // The next poll is an hour away, far beyond this test's timeout: only the enqueue can wake it.
+    const q = env.queue({ pollIntervalMs: 3_600_000 });
+    const claims = watchClaims(q);
     const ran = deferred<number>();
-    q.work('t.wake', async () => ran.resolve(Date.now()));
+    q.work('t.wake', async () => ran.resolve(performance.now()));
+    const startupPoll = claims.polls('t.wake', 1);
     await q.start();
-    await sleep(50); // the start-up poll is over; the next one is a minute away
-    const sent = Date.now();
-    await env.storage.db.transaction().execute((trx) => q.enqueue(trx, 't.wake', {}));
-    const at = await Promise.race([ran.promise, sleep(3000).then(() => -1)]);
+    await startupPoll;
+    const sent = performance.now();
+    const id = await env.storage.db.transaction().execute((trx) => q.enqueue(trx, 't.wake', {}));
+    const at = await ran.promise;
     expect(at).toBeGreaterThanOrEqual(sent);
+    expect(claims.claimed).toEqual([id]);
   });
 
   it('does not run a job before runAt, and runs it when due', async () => {
-    const q = env.queue();
+    // SQLite reads the queue's clock, moved here by hand: the boundary is exact. pg-boss compares
+    // start_after with the server's now(), which no test moves: there the job is due a moment
+    // ahead, the test waits for its run, and the server's own record says it started no earlier.
+    const clock = kind === 'sqlite' ? new ManualClock(new Date('2026-01-15T10:00:00.000Z')) : undefined;
+    const now = () => (clock ? clock.now() : new Date());
+    const q = env.queue(clock ? { clock } : {});
+    const claims = watchClaims(q);
+    const runs: string[] = [];
     const ran = deferred<number>();
-    q.work('t.later', async () => ran.resolve(Date.now()));
+    q.work<{ which: string }>('t.later', async (data) => {
+      runs.push(data.which);
+      if (data.which === 'soon') ran.resolve(now().getTime());
+    });
     await q.start();
-    const runAt = new Date(Date.now() + 200);
-    const id = await q.enqueue(env.storage.db, 't.later', { x: 1 }, { runAt });
-    await sleep(100);
-    expect((await env.job(id))?.state).toBe('waiting');
+    const far = await q.enqueue(env.storage.db, 't.later', { which: 'far' }, { runAt: new Date(now().getTime() + 3_600_000) });
+    const runAt = new Date(now().getTime() + 200);
+    const id = await q.enqueue(env.storage.db, 't.later', { which: 'soon' }, { runAt });
+    if (clock) {
+      clock.advance(199);
+      await claims.polls('t.later', 3);
+      expect((await env.job(id))?.state).toBe('waiting');
+      expect(runs).toEqual([]);
+      clock.advance(1);
+    }
     const at = await ran.promise;
-    expect(at).toBeGreaterThanOrEqual(runAt.getTime() - 5);
+    expect(at).toBeGreaterThanOrEqual(runAt.getTime() - (clock ? 0 : 5));
+    if (kind === 'postgres') {
+      const [row] = await env.raw<{ start_after: Date; not_early: boolean }>(
+        `select start_after, started_on >= start_after as not_early from ${env.bossSchema}.job where id = $1`,
+        [id.slice(-36)],
+      );
+      expect(new Date(row!.start_after).getTime()).toBe(runAt.getTime());
+      expect(row!.not_early).toBe(true);
+    }
+    // A job not yet due is never fetched while due ones are.
+    await claims.polls('t.later', 3);
+    expect((await env.job(far))?.state).toBe('waiting');
+    expect(claims.claimed).toEqual([id]);
+    expect(runs).toEqual(['soon']);
   });
 
   it('retries a thrown error with exponential backoff and counts attempts', async () => {
     // random() = 1: the full-jitter delay is its ceiling, base * 2^(attempt-1) = 40 ms, 80 ms.
-    const q = env.queue({ backoff: { baseMs: 40 }, random: () => 1 });
+    // SQLite: the queue's clock is moved by hand, so each wait is exact. pg-boss waits on the
+    // server's clock: the gaps between runs are at least the delays (load only lengthens them).
+    const clock = kind === 'sqlite' ? new ManualClock() : undefined;
+    const q = env.queue({ backoff: { baseMs: 40 }, random: () => 1, ...(clock ? { clock } : {}) });
+    const claims = watchClaims(q);
     const runs: { attempt: number; at: number }[] = [];
     const ok = deferred();
     q.work('t.flaky', async (_data, job) => {
-      runs.push({ attempt: job.attempt, at: Date.now() });
+      runs.push({ attempt: job.attempt, at: (clock ? clock.now() : new Date()).getTime() });
       if (job.attempt < 3) throw new Error(`boom ${job.attempt}`);
       ok.resolve();
     });
     await q.start();
     const id = await q.enqueue(env.storage.db, 't.flaky', {}, { maxAttempts: 5 });
+    if (clock) {
+      await stepToRetry(env, clock, claims, 't.flaky', id, 1, 40);
+      await stepToRetry(env, clock, claims, 't.flaky', id, 2, 80);
+    }
     await ok.promise;
     expect(runs.map((r) => r.attempt)).toEqual([1, 2, 3]);
-    expect(runs[1].at - runs[0].at).toBeGreaterThanOrEqual(40 - 5);
-    expect(runs[2].at - runs[1].at).toBeGreaterThanOrEqual(80 - 5);
+    expect(runs[1].at - runs[0].at).toBeGreaterThanOrEqual(40 - (clock ? 0 : 5));
+    expect(runs[2].at - runs[1].at).toBeGreaterThanOrEqual(80 - (clock ? 0 : 5));
+    if (clock) expect([runs[1].at - runs[0].at, runs[2].at - runs[1].at]).toEqual([40, 80]);
     const stored = await waitFor(async () => {
       const j = await env.job(id);
       return j?.state === 'done' ? j : undefined;
@@ -113,6 +177,7 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
 
   it('ends failed with the last error once maxAttempts are used', async () => {
     const q = env.queue({ backoff: { baseMs: 5 } });
+    const claims = watchClaims(q);
     const attempts: number[] = [];
     q.work('t.broken', async (_d, job) => {
       attempts.push(job.attempt);
@@ -124,7 +189,8 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
       const j = await env.job(id);
       return j?.state === 'failed' ? j : undefined;
     });
-    await sleep(100);
+    await claims.polls('t.broken', 3);
+    expect(claims.claimed).toEqual([id, id, id]);
     expect(attempts).toEqual([1, 2, 3]);
     expect(stored.attempt).toBe(3);
     expect(stored.lastError).toContain('still broken (3)');
@@ -132,6 +198,7 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
 
   it('stops at once on PermanentJobError', async () => {
     const q = env.queue({ backoff: { baseMs: 5 } });
+    const claims = watchClaims(q);
     const attempts: number[] = [];
     q.work('t.permanent', async (_d, job) => {
       attempts.push(job.attempt);
@@ -143,26 +210,32 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
       const j = await env.job(id);
       return j?.state === 'failed' ? j : undefined;
     });
-    await sleep(100);
+    await claims.polls('t.permanent', 3);
+    expect(claims.claimed).toEqual([id]);
     expect(attempts).toEqual([1]);
     expect(stored.lastError).toContain('bad address');
   });
 
   it("honours RetryJobError.delayMs over the queue's backoff", async () => {
-    // The backoff alone would wait up to 10 s; the handler asks for 150 ms.
-    const q = env.queue({ backoff: { baseMs: 10_000 }, random: () => 1 });
+    // The backoff alone would wait 10 s; the handler asks for 150 ms. SQLite: the queue's clock is
+    // moved by hand (exactly 150 ms); pg-boss: the gap is at least that on the server's clock.
+    const clock = kind === 'sqlite' ? new ManualClock() : undefined;
+    const q = env.queue({ backoff: { baseMs: 10_000 }, random: () => 1, ...(clock ? { clock } : {}) });
+    const claims = watchClaims(q);
     const runs: number[] = [];
     const second = deferred();
     q.work('t.later-please', async (_d, job) => {
-      runs.push(Date.now());
+      runs.push((clock ? clock.now() : new Date()).getTime());
       if (job.attempt === 1) throw new RetryJobError('rate limited', 150);
       second.resolve();
     });
     await q.start();
-    await q.enqueue(env.storage.db, 't.later-please', {});
-    await Promise.race([second.promise, sleep(5000).then(() => Promise.reject(new Error('no second attempt within 5 s')))]);
+    const id = await q.enqueue(env.storage.db, 't.later-please', {});
+    if (clock) await stepToRetry(env, clock, claims, 't.later-please', id, 1, 150);
+    await second.promise;
     expect(runs).toHaveLength(2);
-    expect(runs[1] - runs[0]).toBeGreaterThanOrEqual(150 - 5);
+    expect(runs[1] - runs[0]).toBeGreaterThanOrEqual(150 - (clock ? 0 : 5));
+    if (clock) expect(runs[1] - runs[0]).toBe(150);
   });
 
   it('cancels and reschedules waiting jobs only', async () => {
@@ -217,25 +290,41 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
 
   it('respects the per-name concurrency limit', async () => {
     const q = env.queue();
+    const claims = watchClaims(q);
     let current = 0;
     let max = 0;
+    let started = 0;
     let done = 0;
     const all = deferred();
+    // Handlers hold until the test lets their wave go, after the worker has polled again.
+    let wave = deferred();
     q.work(
       't.limited',
       async () => {
         current++;
+        started++;
         max = Math.max(max, current);
-        await sleep(40);
+        await wave.promise;
         current--;
         if (++done === 10) all.resolve();
       },
       { concurrency: 3 },
     );
+    // Polled after t.limited on every timer poll: a finished claim of it means t.limited was looked at.
+    q.work('t.limited.tick', async () => undefined);
     await q.start();
     await env.storage.db.transaction().execute(async (trx) => {
       for (let i = 0; i < 10; i++) await q.enqueue(trx, 't.limited', { i });
     });
+    for (const [startedBy, running] of [[3, 3], [6, 3], [9, 3], [10, 1]]) {
+      await waitFor(async () => started === startedBy && current === running, 10_000, `${startedBy} started, ${running} running`);
+      // Two full polls with the limit reached: none more starts.
+      await claims.polls('t.limited.tick', 2);
+      expect([started, current]).toEqual([startedBy, running]);
+      const going = wave;
+      wave = deferred();
+      going.resolve();
+    }
     await all.promise;
     expect(max).toBe(3);
   });
@@ -266,7 +355,9 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     });
     const busySince = performance.now();
     await q.start();
-    await sleep(800);
+    // About 800 ms of runs at a fifth of the time: the share is measured over that many runs,
+    // however long the machine takes for them.
+    await waitFor(async () => busyRuns >= 32, 20_000, 'runs while busy');
     busy = false;
     const busyMs = performance.now() - busySince;
     await waitFor(async () => busyRuns + freeRuns === 200, 20_000, 'every job ran');
@@ -280,16 +371,25 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     let busy = true;
     const q = env.queue({ busy: () => busy });
     let current = 0;
+    let busyStarts = 0;
     let maxBusyInFlight = 0;
     let maxFree = 0;
     let done = 0;
     const all = deferred();
+    // Jobs waiting on I/O: each holds until the test lets its phase go, however long the busy
+    // gate spaces starts (up to its longest gap, BusyGate).
+    const busyPhase = deferred();
+    const freePhase = deferred();
     const handler = async () => {
       current++;
-      if (busy) maxBusyInFlight = Math.max(maxBusyInFlight, current);
-      else maxFree = Math.max(maxFree, current);
-      // Longer than the longest wait between two starts while busy (BusyGate).
-      await sleep(600);
+      if (busy) {
+        busyStarts++;
+        maxBusyInFlight = Math.max(maxBusyInFlight, current);
+        await busyPhase.promise;
+      } else {
+        maxFree = Math.max(maxFree, current);
+        await freePhase.promise;
+      }
       current--;
       if (++done === 12) all.resolve();
     };
@@ -302,8 +402,11 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
         await q.enqueue(trx, 't.busy.b', { i });
       }
     });
-    await waitFor(async () => done >= 3, 10_000, 'progress while busy');
+    await waitFor(async () => busyStarts >= 3 && maxBusyInFlight > 1, 10_000, 'progress while busy, runs overlapping');
     busy = false;
+    busyPhase.resolve();
+    await waitFor(async () => maxFree > 2, 10_000, 'full concurrency once not busy');
+    freePhase.resolve();
     await all.promise;
     expect(maxBusyInFlight).toBeGreaterThan(1);
     expect(maxFree).toBeGreaterThan(2);
@@ -375,14 +478,25 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
   });
 
   it('on stop waits for running handlers, then releases unfinished jobs to another worker at once', async () => {
-    const a = env.queue({ graceMs: 150, lockMs: 60_000 });
+    // The grace period ends when the test says: a handler that outlives it needs no race.
+    const graceAsked: number[] = [];
+    const graceOver = deferred();
+    const a = env.queue({
+      graceMs: 150,
+      lockMs: 60_000,
+      graceTimer: async (ms) => {
+        graceAsked.push(ms);
+        await graceOver.promise;
+      },
+    });
     const quickDone = deferred();
+    const quickGo = deferred();
     const stuckStarted = deferred();
     const never = deferred();
     let quickFinished = false;
     a.work('t.quick', async () => {
       quickDone.resolve();
-      await sleep(60);
+      await quickGo.promise;
       quickFinished = true;
     });
     a.work('t.stuck', async () => {
@@ -394,9 +508,18 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     const stuck = await a.enqueue(env.storage.db, 't.stuck', {});
     await Promise.all([quickDone.promise, stuckStarted.promise]);
 
-    const stopping = Date.now();
-    await a.stop();
-    expect(Date.now() - stopping).toBeGreaterThanOrEqual(140);
+    let stopped = false;
+    const stopping = a.stop().then(() => {
+      stopped = true;
+    });
+    await waitFor(async () => graceAsked.length > 0, 10_000, 'stop waiting out its grace period');
+    expect(graceAsked).toEqual([150]);
+    // A handler that ends within the grace period completes its job.
+    quickGo.resolve();
+    await waitFor(async () => (await env.job(quick))?.state === 'done', 10_000, 'the quick job done while stop waits');
+    expect(stopped).toBe(false);
+    graceOver.resolve();
+    await stopping;
     expect(quickFinished).toBe(true);
     expect((await env.job(quick))?.state).toBe('done');
     // Released without spending the interrupted attempt, although the lock had a minute to go.
@@ -410,27 +533,48 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     expect(await taken.promise).toBe(1);
     await waitFor(async () => (await env.job(stuck))?.state === 'done');
     // The first handler finishing late changes nothing: its claim is no longer the job's.
+    const writes: Promise<unknown>[] = [];
+    const backend = a as unknown as JobBackend;
+    for (const method of ['complete', 'completeMany', 'retry', 'fail', 'release'] as const) {
+      const write = backend[method]?.bind(backend) as ((...args: unknown[]) => Promise<void>) | undefined;
+      if (write) (backend as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
+        const p = write(...args);
+        writes.push(p);
+        return p;
+      };
+    }
     never.resolve();
-    await sleep(50);
+    // The runner reacts to the handler's end within the same turn; any write it makes is awaited.
+    await new Promise((r) => setImmediate(r));
+    await Promise.allSettled(writes);
     expect((await env.job(stuck))?.state).toBe('done');
   });
 
   it('starts again after stop (a worker restart on the same queue)', async () => {
     const q = env.queue();
+    const claims = watchClaims(q);
     const first = deferred();
-    q.work('t.restart', async () => first.resolve());
+    let firstRuns = 0;
+    q.work('t.restart', async () => {
+      firstRuns++;
+      first.resolve();
+    });
     await q.start();
     await q.enqueue(env.storage.db, 't.restart', {});
     await first.promise;
     await q.stop();
+    const claimsAtStop = claims.begun();
 
     const later = await q.enqueue(env.storage.db, 't.restart', { n: 2 });
-    await sleep(100);
     expect((await env.job(later))?.state).toBe('waiting');
     const second = deferred<unknown>();
     q.work('t.restart', async (data) => second.resolve(data));
+    // Stopped, the worker claimed nothing (had it, the old handler would have run the job).
+    expect(claims.begun()).toBe(claimsAtStop);
     await q.start();
     expect(await second.promise).toEqual({ n: 2 });
+    expect(firstRuns).toBe(1);
+    expect(claims.claimed.filter((c) => c === later)).toHaveLength(1);
     await waitFor(async () => (await env.job(later))?.state === 'done');
   });
 });
@@ -445,7 +589,8 @@ describe('sqlite queue purge', () => {
   });
 
   it('deletes finished jobs past their retention and keeps the rest', async () => {
-    const q = env.queue();
+    const t0 = new Date('2026-01-15T10:00:00.000Z').getTime();
+    const q = env.queue({ clock: new ManualClock(new Date(t0)) });
     const ran = deferred();
     q.work('t.p', async () => ran.resolve());
     q.work('t.f', async () => {
@@ -454,17 +599,17 @@ describe('sqlite queue purge', () => {
     await q.start();
     const done = await q.enqueue(env.storage.db, 't.p', {});
     const failed = await q.enqueue(env.storage.db, 't.f', {});
-    const waiting = await q.enqueue(env.storage.db, 't.p', {}, { runAt: new Date(Date.now() + 86_400_000) });
+    const waiting = await q.enqueue(env.storage.db, 't.p', {}, { runAt: new Date(t0 + 86_400_000) });
     await ran.promise;
     await waitFor(async () => (await env.job(done))?.state === 'done' && (await env.job(failed))?.state === 'failed');
 
-    const twoHoursOn = new SqliteQueue(env.storage.db, { clock: { now: () => new Date(Date.now() + 2 * 3_600_000) } });
+    const twoHoursOn = new SqliteQueue(env.storage.db, { clock: new ManualClock(new Date(t0 + 2 * 3_600_000)) });
     expect(await twoHoursOn.purge()).toBe(1);
     expect(await env.job(done)).toBeUndefined();
     expect((await env.job(failed))?.state).toBe('failed');
     expect((await env.job(waiting))?.state).toBe('waiting');
 
-    const weeksOn = new SqliteQueue(env.storage.db, { clock: { now: () => new Date(Date.now() + 8 * 86_400_000) } });
+    const weeksOn = new SqliteQueue(env.storage.db, { clock: new ManualClock(new Date(t0 + 8 * 86_400_000)) });
     expect(await weeksOn.purge()).toBe(1);
     expect(await env.job(failed)).toBeUndefined();
     expect((await env.job(waiting))?.state).toBe('waiting');

@@ -92,7 +92,7 @@ describe('final failure when the worker died on the last attempt (sqlite)', () =
       return rows.length ? rows : undefined;
     }, 10_000, "the send's job");
     await abandonOnLastAttempt(jobs);
-    t.workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    t.workers = await startWorkers(t.deps, t.services, { retryBaseMs: 10 });
     const record = await loggedWith(trackingId, 'failed_at');
     expect(record.failed_code).toBe('PROCESSING_FAILED');
     expect(record.failed_internal).toContain('worker lost');
@@ -103,7 +103,7 @@ describe('final failure when the worker died on the last attempt (sqlite)', () =
   it('a delivery: the channel logged failed with PROCESSING_FAILED instead of pending forever', async () => {
     const trackingId = await send({ type: 'lost_delivery', to: { id: 'ld-user', email: 'ld@example.com' }, email: { subject: 'Hi', html: '<p>hi</p>' } });
     // Route the send by hand (no queue running), which creates its email delivery and that delivery's job.
-    const { executors, close } = buildExecutors(t.deps);
+    const { executors, close } = buildExecutors(t.deps, t.services);
     const worker = new DeliveryWorker(t.deps, t.deps.queue, executors);
     try {
       const chunk = await db().selectFrom('send_intake').select('seq').executeTakeFirstOrThrow();
@@ -113,7 +113,7 @@ describe('final failure when the worker died on the last attempt (sqlite)', () =
       await close();
     }
     await abandonOnLastAttempt([await db().selectFrom('queue_jobs').selectAll().where('name', '=', DELIVER_JOB).executeTakeFirstOrThrow()]);
-    t.workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    t.workers = await startWorkers(t.deps, t.services, { retryBaseMs: 10 });
     const record = await loggedWith(trackingId, 'email_failed_at');
     expect(record.email_failed_code).toBe('PROCESSING_FAILED');
     expect(record.email_failed_internal).toContain('worker lost');

@@ -46,7 +46,7 @@ describe.each(STORAGE_KINDS)('accepted sends before and during ingestion (%s)', 
     expect(put.statusCode).toBe(409);
     expect((await t.app.inject({ method: 'DELETE', url: `/sender/scheduler/${trackingId}`, headers: t.auth })).statusCode).toBe(409);
 
-    workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    workers = await startWorkers(t.deps, t.services, { retryBaseMs: 10 });
     const delivered = await eventually(async () => {
       const [l] = await logs([trackingId]);
       return l?.inapp_delivered_at ? l : undefined;
@@ -61,7 +61,7 @@ describe.each(STORAGE_KINDS)('accepted sends before and during ingestion (%s)', 
     expect(await countAcceptedSends(t.deps, { notification_id: 'journal_query' })).toBe(40);
     const started = await t.app.inject({ method: 'POST', url: '/logs/query', headers: t.auth, payload: { notificationFilter: ['journal_query'] } });
     const { queryId } = started.json();
-    workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    workers = await startWorkers(t.deps, t.services, { retryBaseMs: 10 });
     const result = await eventually(async () => {
       const r = (await t.app.inject({ method: 'GET', url: `/logs/query/${queryId}`, headers: t.auth })).json();
       return r.status === 'Complete' ? r : undefined;
@@ -71,7 +71,7 @@ describe.each(STORAGE_KINDS)('accepted sends before and during ingestion (%s)', 
 
   it('processes each send once when its ingestion runs again after a crash', async () => {
     for (let i = 0; i < 20; i++) expect((await send({ type: 'journal_twice', to: { id: 'twice' }, inapp: { title: `#${i}` } })).statusCode).toBe(202);
-    workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    workers = await startWorkers(t.deps, t.services, { retryBaseMs: 10 });
     await eventually(async () => Number((await inapp('twice')).n) === 20);
     if (kind === 'sqlite') {
       // The crash: message rows written and processed, the chunk not yet dropped. Put a chunk

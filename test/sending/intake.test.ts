@@ -1,12 +1,14 @@
 // The send intake under concurrency: sends that arrive together are committed together (one
 // group commit), and each still succeeds or fails on its own.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestContext, createTestContext } from '../helpers/context.js';
+import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { countAcceptedSends } from '../helpers/sends.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
 describe.each(STORAGE_KINDS)('send intake under concurrency (%s)', (kind) => {
   let t: TestContext;
+  // Moved by hand between sends whose timestamps the test compares.
+  const clock = new ManualClock(new Date('2026-01-15T10:00:00.000Z'));
   const send = (payload: unknown, headers: Record<string, string> = {}, auth = t.auth) =>
     t.app.inject({ method: 'POST', url: '/send', headers: { ...auth, ...headers }, payload: payload as object });
   const count = async (table: string, where: Record<string, string>) => {
@@ -18,7 +20,7 @@ describe.each(STORAGE_KINDS)('send intake under concurrency (%s)', (kind) => {
   const user = (id: string) => t.app.inject({ method: 'GET', url: `/users/${id}`, headers: t.auth }).then((r) => r.json());
 
   beforeAll(async () => {
-    t = await createTestContext(kind);
+    t = await createTestContext(kind, { clock });
   });
   afterAll(() => t.close());
 
@@ -72,11 +74,11 @@ describe.each(STORAGE_KINDS)('send intake under concurrency (%s)', (kind) => {
     const first = await user('fresh');
     expect(first.email).toBe('fresh@example.com');
 
-    await new Promise((r) => setTimeout(r, 5));
+    clock.advance(1000);
     expect((await send({ type: 'intake_user', to: { id: 'fresh', email: 'fresh@example.com' }, inapp: { title: 'x' } })).statusCode).toBe(202);
     expect((await user('fresh')).updatedAt).toBe(first.updatedAt);
 
-    await new Promise((r) => setTimeout(r, 5));
+    clock.advance(1000);
     expect((await send({ type: 'intake_user', to: { id: 'fresh', number: '+14155550123' }, inapp: { title: 'x' } })).statusCode).toBe(202);
     const changed = await user('fresh');
     expect(changed).toMatchObject({ email: 'fresh@example.com', number: '+14155550123', lastSeenTime: first.lastSeenTime });

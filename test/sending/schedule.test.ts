@@ -92,7 +92,7 @@ describe('scheduled send fires when its time comes (sqlite, manual clock)', () =
     // Restart the workers: the schedule lives in the database, not in memory.
     await t.workers!.stop();
     const { startWorkers } = await import('../../src/workers.js');
-    t.workers = await startWorkers(t.deps, { retryBaseMs: 10 });
+    t.workers = await startWorkers(t.deps, t.services, { retryBaseMs: 10 });
 
     clock.advance(3599_000);
     const probe = (await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'timed', to: { id: 'probe' }, inapp: { title: 'p' } } })).json().trackingId;

@@ -5,9 +5,12 @@ import {
   LiquidRenderer,
   TemplateRenderError,
   buildRenderContext,
-  renderEmailHtml,
-  renderText,
 } from '../../src/rendering/liquid.js';
+
+/** One renderer with the default limits, as the services object and each render thread hold. */
+const renderer = new LiquidRenderer();
+const renderText = renderer.renderText.bind(renderer);
+const renderEmailHtml = renderer.renderEmailHtml.bind(renderer);
 
 const ctx = buildRenderContext({ name: 'Ada <Lovelace>', items: ['a', 'b', 'c'], vip: true, n: 3 }, { id: 'u1', email: 'ada@example.com' });
 
@@ -115,7 +118,7 @@ describe('Liquid renderer', () => {
       'EMAIL',
       { subject: 'Hi {{ name }}', html: "<b>{{ name }}</b>{% component 'f' %}", previewText: '{{ user.email }}', internal: '{"editor":"{{ x | nope }}"}' },
       ctx,
-      { resolveComponents: async () => ({ f: '<i>{{ n }}</i>' }) },
+      { renderer, resolveComponents: async () => ({ f: '<i>{{ n }}</i>' }) },
     );
     expect(email).toEqual({ subject: 'Hi Ada <Lovelace>', html: '<b>Ada &lt;Lovelace&gt;</b><i>3</i>', previewText: 'ada@example.com' });
 
@@ -126,13 +129,14 @@ describe('Liquid renderer', () => {
         blocks: [{ type: 'section', text: { type: 'mrkdwn', text: '*{{ name }}*' }, fields: [{ text: '{{ n }}' }], count: 2, flag: true }],
       },
       ctx,
+      { renderer },
     );
     expect(slack).toEqual({
       text: 'For u1',
       blocks: [{ type: 'section', text: { type: 'mrkdwn', text: '*Ada <Lovelace>*' }, fields: [{ text: '3' }], count: 2, flag: true }],
     });
 
-    const err = await failure(renderChannelContent('SLACK', { text: 'ok', blocks: [{ text: { text: '{{ x | nope }}' } }] }, ctx));
+    const err = await failure(renderChannelContent('SLACK', { text: 'ok', blocks: [{ text: { text: '{{ x | nope }}' } }] }, ctx, { renderer }));
     expect(err.field).toBe('blocks[0].text.text');
   });
 });

@@ -41,21 +41,31 @@ const toText = compile({
   ],
 });
 
-/** Recent conversions: a broadcast or a busy type sends the same rendered HTML many times. */
-const textCache = new Map<string, string>();
 const TEXT_CACHE_ENTRIES = 256;
 const TEXT_CACHE_MAX_HTML = 64 * 1024;
 
 /** The text/plain alternative, read from the HTML (without the hidden preheader). */
 export function htmlToPlainText(html: string): string {
-  const cached = textCache.get(html);
-  if (cached !== undefined) return cached;
-  const text = toText(html).trim();
-  if (html.length <= TEXT_CACHE_MAX_HTML) {
-    if (textCache.size >= TEXT_CACHE_ENTRIES) textCache.delete(textCache.keys().next().value as string);
-    textCache.set(html, text);
+  return toText(html).trim();
+}
+
+/**
+ * htmlToPlainText with its recent conversions remembered: a broadcast or a busy type sends the
+ * same rendered HTML many times. Each email provider owns one (no process-wide cache).
+ */
+export class PlainTextCache {
+  private readonly entries = new Map<string, string>();
+
+  convert(html: string): string {
+    const cached = this.entries.get(html);
+    if (cached !== undefined) return cached;
+    const text = htmlToPlainText(html);
+    if (html.length <= TEXT_CACHE_MAX_HTML) {
+      if (this.entries.size >= TEXT_CACHE_ENTRIES) this.entries.delete(this.entries.keys().next().value as string);
+      this.entries.set(html, text);
+    }
+    return text;
   }
-  return text;
 }
 
 /** `id@domain` without angle brackets; ids without a domain part get the sender's domain. */
@@ -76,11 +86,14 @@ export interface ComposedEmail {
 
 const oneAddress = (address: string): Mail.Address => ({ name: '', address });
 
-/** Everything a transport needs to build the MIME message; URL attachments are downloaded here. */
-export async function composeEmail(message: EmailMessage, fetchOptions: AttachmentFetchOptions = {}): Promise<ComposedEmail> {
+/**
+ * Everything a transport needs to build the MIME message; URL attachments are downloaded here.
+ * `plainText`: the provider's cache of text alternatives (uncached without one).
+ */
+export async function composeEmail(message: EmailMessage, fetchOptions: AttachmentFetchOptions = {}, plainText?: PlainTextCache): Promise<ComposedEmail> {
   const attachments = await resolveAttachments(message.attachments, fetchOptions);
   const html = withPreheader(message.html, message.previewText);
-  const text = htmlToPlainText(message.html);
+  const text = plainText ? plainText.convert(message.html) : htmlToPlainText(message.html);
   const messageId = normalizeMessageId(message.messageId, message.from.address);
   const options: Mail.Options = {
     from: message.from.name ? { name: message.from.name, address: message.from.address } : message.from.address,

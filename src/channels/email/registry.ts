@@ -1,59 +1,60 @@
 import type { Deps } from '../../deps.js';
 import type { EmailProvider } from '../types.js';
-import { OutboxEmailProvider, type OutboxStore } from './outbox.js';
+import { MailCatcherEmailProvider, type MailCatcherStore } from './mail-catcher.js';
 import { SmtpEmailProvider, type SmtpProviderOptions } from './smtp.js';
 
 export type EmailProviderDeps = Pick<Deps, 'config' | 'ids' | 'clock' | 'secrets'>;
 
 /** What the registry reads and writes in storage: the mail catcher's store and each environment's SMTP setting. */
-export interface EmailStore extends OutboxStore {
-  findSettings(scope: { accountId: string; envId: string }): Promise<{ smtp_url_enc: string } | undefined>;
+export interface EmailStores {
+  caught: MailCatcherStore;
+  settings: { find(scope: { accountId: string; envId: string }): Promise<{ smtp_url_enc: string } | undefined> };
 }
 
 /** Transport tuning shared by every SMTP provider the registry creates. */
 export type SmtpTuning = Partial<Omit<SmtpProviderOptions, 'url' | 'guard' | 'allowPrivateNetworks'>>;
 
 /** Which provider an environment's mail goes through, and why. */
-export type EmailRoute = { kind: 'environment'; url: string } | { kind: 'server'; url: string } | { kind: 'outbox' };
+export type EmailRoute = { kind: 'environment'; url: string } | { kind: 'server'; url: string } | { kind: 'mail-catcher' };
 
 /**
  * Picks the email provider per environment: the environment's own SMTP server
- * (PUT /settings/email/smtp), else the server's SMTP_URL, else the local outbox. One pooled
+ * (PUT /settings/email/smtp), else the server's SMTP_URL, else the mail catcher (GET /outbox). One pooled
  * transport per distinct URL, kept until close(). Build one per process (workers share it).
  */
 export class EmailProviders {
-  readonly outbox: OutboxEmailProvider;
+  readonly mailCatcher: MailCatcherEmailProvider;
   private readonly pools = new Map<string, SmtpEmailProvider>();
   private closed = false;
 
   constructor(
     private readonly deps: EmailProviderDeps,
-    private readonly repo: EmailStore,
+    private readonly stores: EmailStores,
     private readonly tuning: SmtpTuning = {},
   ) {
-    this.outbox = new OutboxEmailProvider(deps, repo, { allowPrivateNetworks: deps.config.allowPrivateNetworks });
+    this.mailCatcher = new MailCatcherEmailProvider(deps, stores.caught, { allowPrivateNetworks: deps.config.allowPrivateNetworks });
   }
 
   /** The route for an environment, read on every call so a settings change applies to the next send. */
   async routeFor(accountId: string, envId: string): Promise<EmailRoute> {
-    const row = await this.repo.findSettings({ accountId, envId });
+    const row = await this.stores.settings.find({ accountId, envId });
     if (row) return { kind: 'environment', url: this.deps.secrets.decrypt(row.smtp_url_enc) };
     if (this.deps.config.smtpUrl) return { kind: 'server', url: this.deps.config.smtpUrl };
-    return { kind: 'outbox' };
+    return { kind: 'mail-catcher' };
   }
 
   async forEnvironment(accountId: string, envId: string): Promise<EmailProvider> {
     return this.forRoute(await this.routeFor(accountId, envId));
   }
 
-  /** The server-wide provider (SMTP_URL or the outbox), ignoring environment settings. */
+  /** The server-wide provider (SMTP_URL or the mail catcher), ignoring environment settings. */
   serverDefault(): EmailProvider {
-    return this.forRoute(this.deps.config.smtpUrl ? { kind: 'server', url: this.deps.config.smtpUrl } : { kind: 'outbox' });
+    return this.forRoute(this.deps.config.smtpUrl ? { kind: 'server', url: this.deps.config.smtpUrl } : { kind: 'mail-catcher' });
   }
 
   forRoute(route: EmailRoute): EmailProvider {
     if (this.closed) throw new Error('EmailProviders is closed');
-    if (route.kind === 'outbox') return this.outbox;
+    if (route.kind === 'mail-catcher') return this.mailCatcher;
     // A URL from an environment setting is user input: the SSRF guard applies to its host.
     const guarded = route.kind === 'environment';
     const key = `${guarded ? 'guarded' : 'trusted'} ${route.url}`;
@@ -79,13 +80,13 @@ export class EmailProviders {
     this.closed = true;
     const all = [...this.pools.values()];
     this.pools.clear();
-    await Promise.all([...all.map((p) => p.close()), this.outbox.close()]);
+    await Promise.all([...all.map((p) => p.close()), this.mailCatcher.close()]);
   }
 }
 
-/** One provider without per-environment settings: SMTP for `smtpUrl` (default SMTP_URL), else the outbox. */
-export function createEmailProvider(deps: EmailProviderDeps, store: OutboxStore, options: { smtpUrl?: string } & SmtpTuning = {}): EmailProvider {
+/** One provider without per-environment settings: SMTP for `smtpUrl` (default SMTP_URL), else the mail catcher. */
+export function createEmailProvider(deps: EmailProviderDeps, store: MailCatcherStore, options: { smtpUrl?: string } & SmtpTuning = {}): EmailProvider {
   const { smtpUrl = deps.config.smtpUrl, ...tuning } = options;
   if (smtpUrl) return new SmtpEmailProvider({ ...tuning, url: smtpUrl, allowPrivateNetworks: deps.config.allowPrivateNetworks });
-  return new OutboxEmailProvider(deps, store, { allowPrivateNetworks: deps.config.allowPrivateNetworks });
+  return new MailCatcherEmailProvider(deps, store, { allowPrivateNetworks: deps.config.allowPrivateNetworks });
 }

@@ -3,7 +3,7 @@ import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js';
 import { invalid } from '../../errors.js';
 import { resolvePublicAddress } from '../../net/ssrf.js';
 import { DeliveryError, type DeliveryResult, type EmailMessage, type EmailProvider } from '../types.js';
-import { composeEmail } from './compose.js';
+import { PlainTextCache, composeEmail } from './compose.js';
 
 /** Where and how to reach an SMTP server, read from `smtp[s]://user:pass@host:port?options`. */
 export interface SmtpEndpoint {
@@ -150,6 +150,8 @@ export class SmtpEmailProvider implements EmailProvider {
   readonly endpoint: SmtpEndpoint;
   private transport?: Promise<Transporter<SMTPPool.SentMessageInfo>>;
   private closed = false;
+  /** Text alternatives of recently sent HTML (a broadcast repeats it). */
+  private readonly plainText = new PlainTextCache();
 
   constructor(private readonly options: SmtpProviderOptions) {
     this.endpoint = parseSmtpUrl(options.url);
@@ -200,7 +202,7 @@ export class SmtpEmailProvider implements EmailProvider {
   }
 
   async send(message: EmailMessage): Promise<DeliveryResult> {
-    const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks });
+    const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks }, this.plainText);
     let transport: Transporter<SMTPPool.SentMessageInfo>;
     try {
       transport = await this.getTransport();

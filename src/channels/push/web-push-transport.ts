@@ -11,6 +11,8 @@ export interface PushTransportOptions {
   /** Extra trusted CA certificates (a local push service in tests and benchmarks). */
   ca?: string | Buffer | (string | Buffer)[];
   lookup?: HostLookup;
+  /** The caller's clock: a checked DNS answer's age is read from it. */
+  now: () => Date;
 }
 
 export interface PushHttpResponse {
@@ -65,7 +67,7 @@ export class PushTransport {
   }
 
   private async agentFor(url: URL): Promise<OriginEntry> {
-    const now = Date.now();
+    const now = this.options.now().getTime();
     const current = this.origins.get(url.origin);
     if (current) {
       const entry = await current.catch(() => undefined);
@@ -88,7 +90,7 @@ export class PushTransport {
       },
     );
     const old = await previous?.catch(() => undefined);
-    const expires = Date.now() + this.options.dnsTtlMs;
+    const expires = this.options.now().getTime() + this.options.dnsTtlMs;
     if (old && old.address === pinned.address) return { ...old, expires };
     if (old) this.retire(old.agent);
     const agent = new Agent({

@@ -70,6 +70,7 @@ export class WebPushSender {
       dnsTtlMs: options.dnsTtlMs ?? 60_000,
       ca: options.ca,
       lookup: options.lookup,
+      now: options.now,
     });
   }
 

@@ -1,8 +1,7 @@
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
 import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
-import { AccountsService } from './accounts.service.js';
+import type { AccountsService } from './accounts.service.js';
 
 const AccountSchema = Type.Object(
   {
@@ -28,8 +27,7 @@ const AccountSchema = Type.Object(
 
 const AccountPatch = Type.Object({ autoUpgrade: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
 
-export function accountRoutes(app: App, deps: Deps): void {
-  const service = new AccountsService(deps);
+export function accountRoutes(app: App, service: AccountsService): void {
   app.addSchema(AccountSchema);
   const response = withErrors({ 200: Type.Ref('Account') });
 

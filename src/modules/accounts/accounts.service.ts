@@ -1,6 +1,6 @@
 import type { Deps } from '../../deps.js';
 import { AppError } from '../../errors.js';
-import { type AccountRow, AccountsRepository } from './accounts.repository.js';
+import type { AccountRow, AccountsRepository } from './accounts.repository.js';
 
 /** The latest billing version; an account created without one gets it (spec: Versioning). */
 export const LATEST_BILLING_VERSION = 3;
@@ -71,10 +71,10 @@ export function newAccountRow(deps: Pick<Deps, 'clock' | 'ids' | 'config'>, name
 }
 
 export class AccountsService {
-  private readonly repo: AccountsRepository;
-  constructor(private readonly deps: Deps) {
-    this.repo = new AccountsRepository(deps.db);
-  }
+  constructor(
+    private readonly deps: Deps,
+    private readonly repo: AccountsRepository,
+  ) {}
 
   async get(accountId: string): Promise<Account> {
     const row = await this.repo.find(accountId);

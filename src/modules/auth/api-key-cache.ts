@@ -2,8 +2,8 @@ import type { Clock } from '../../clock.js';
 import type { AuthContext } from './auth-context.js';
 
 /**
- * API keys resolved recently, one per process (built by the composition root, shared by every
- * AuthService): a key is looked up on every request and changes only when revoked. A revocation
+ * API keys resolved recently, one per process (owned by the process's one AuthService, which
+ * the services object builds): a key is looked up on every request and changes only when revoked. A revocation
  * in this process clears it at once (clear()); one made by another process takes effect here
  * within ttlMs. Keyed by the key itself, held in memory only and never logged: hashing it on
  * every request was a measurable share of POST /send.

@@ -1,10 +1,11 @@
 import type { Deps } from '../../deps.js';
 import { AppError } from '../../errors.js';
 import { safeEqual, sha256Hex } from '../../secrets.js';
-import { AccountsRepository } from '../accounts/accounts.repository.js';
-import { EnvironmentsRepository } from '../environments/environments.repository.js';
-import { KeysRepository } from '../keys/keys.repository.js';
+import type { AccountsRepository } from '../accounts/accounts.repository.js';
+import type { EnvironmentsRepository } from '../environments/environments.repository.js';
+import type { KeysRepository } from '../keys/keys.repository.js';
 import { API_KEY_PREFIX, scopeOf } from '../keys/api-key.js';
+import { ApiKeyCache } from './api-key-cache.js';
 import type { AuthContext } from './auth-context.js';
 import { verifyAccountToken } from './jwt.js';
 
@@ -18,16 +19,28 @@ const unauthorized = (message: string) =>
 /** Do not write last_used_at more often than this per key: it would put a write on every request. */
 const TOUCH_INTERVAL_MS = 60_000;
 
+export interface AuthRepositories {
+  keys: KeysRepository;
+  environments: EnvironmentsRepository;
+  accounts: AccountsRepository;
+}
+
 export class AuthService {
   private readonly keys: KeysRepository;
   private readonly environments: EnvironmentsRepository;
   private readonly accounts: AccountsRepository;
   private readonly lastTouched = new Map<string, number>();
+  /** API keys this process resolved recently (one AuthService per process: the services object). */
+  readonly apiKeys: ApiKeyCache;
 
-  constructor(private readonly deps: Deps) {
-    this.keys = new KeysRepository(deps.db);
-    this.environments = new EnvironmentsRepository(deps.db);
-    this.accounts = new AccountsRepository(deps.db);
+  constructor(
+    private readonly deps: Deps,
+    repositories: AuthRepositories,
+  ) {
+    this.keys = repositories.keys;
+    this.environments = repositories.environments;
+    this.accounts = repositories.accounts;
+    this.apiKeys = new ApiKeyCache(deps.clock);
   }
 
   /**
@@ -47,7 +60,7 @@ export class AuthService {
 
   /** A copy of the context of an API key resolved in the last 2 s (ApiKeyCache), else undefined. */
   private cachedKey(key: string): AuthContext | undefined {
-    return this.deps.apiKeys.get(key);
+    return this.apiKeys.get(key);
   }
 
   async authenticate(authorization: string | undefined, envIdParam: string | undefined): Promise<AuthContext> {
@@ -85,7 +98,7 @@ export class AuthService {
     if (row.revoked) throw unauthorized('This API key has been revoked.');
     this.touch(row.id);
     const auth: AuthContext = { accountId: row.account_id, envId: row.env_id, via: 'apiKey', scope: scopeOf(row), keyId: row.id };
-    this.deps.apiKeys.set(key, auth);
+    this.apiKeys.set(key, auth);
     return { ...auth };
   }
 

@@ -10,8 +10,8 @@ export interface AccountTokenClaims {
   subject: string;
 }
 
-/** HS256 token for people and scripts acting on an account (`clarion token`, later the dashboard). */
-export async function signAccountToken(secrets: Secrets, claims: AccountTokenClaims, ttlSeconds: number, now = new Date()): Promise<string> {
+/** HS256 token for people and scripts acting on an account (`clarion token`, later the dashboard); `now` from the caller's clock. */
+export async function signAccountToken(secrets: Secrets, claims: AccountTokenClaims, ttlSeconds: number, now: Date): Promise<string> {
   const iat = Math.floor(now.getTime() / 1000);
   return new SignJWT({ acc: claims.accountId })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
@@ -24,7 +24,7 @@ export async function signAccountToken(secrets: Secrets, claims: AccountTokenCla
 }
 
 /** Returns the claims, or null for any invalid, expired or foreign token. */
-export async function verifyAccountToken(secrets: Secrets, token: string, now = new Date()): Promise<AccountTokenClaims | null> {
+export async function verifyAccountToken(secrets: Secrets, token: string, now: Date): Promise<AccountTokenClaims | null> {
   try {
     const { payload } = await jwtVerify(token, secrets.jwtKey, {
       issuer: ISSUER,

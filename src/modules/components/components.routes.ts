@@ -1,9 +1,8 @@
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
 import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { requireEnv } from '../auth/auth.service.js';
-import { ComponentsService } from './components.service.js';
+import type { ComponentsService } from './components.service.js';
 
 const ComponentId = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9_.:-]+$' });
 const Html = Type.String({ maxLength: 1_000_000 });
@@ -25,8 +24,7 @@ const ComponentSchema = Type.Object(
   { $id: 'Component' },
 );
 
-export function componentRoutes(app: App, deps: Deps): void {
-  const service = new ComponentsService(deps);
+export function componentRoutes(app: App, service: ComponentsService): void {
   app.addSchema(ComponentSchema);
   const tags = ['components'];
   const ref = Type.Ref('Component');

@@ -1,6 +1,6 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
-import { type ComponentResolver, TemplateRenderError, defaultRenderer } from '../../rendering/liquid.js';
+import { type ComponentResolver, LiquidRenderer, TemplateRenderError } from '../../rendering/liquid.js';
 import type { Channel } from '../../http/schemas.js';
 import { type AnyDb, isForeignKeyViolation } from '../templates/templates.tables.js';
 import { type ComponentRefRow, type ComponentRow, ComponentsRepository } from './components.repository.js';
@@ -47,7 +47,11 @@ export function componentResolver(deps: Pick<Deps, 'db'>, accountId: string, env
 
 export class ComponentsService {
   private readonly repo: ComponentsRepository;
-  constructor(private readonly deps: Deps) {
+  constructor(
+    private readonly deps: Deps,
+    /** Checks the Liquid of a component's html (see TemplatesService). */
+    private readonly renderer = new LiquidRenderer(),
+  ) {
     this.repo = new ComponentsRepository(deps.db);
   }
 
@@ -64,7 +68,7 @@ export class ComponentsService {
 
   async create(accountId: string, envId: string, body: ComponentCreate): Promise<Component> {
     const html = body.html ?? '';
-    checkHtml(html);
+    checkHtml(this.renderer, html);
     const now = this.deps.clock.now().toISOString();
     const inserted = await this.repo.insertIfMissing({
       env_id: envId,
@@ -86,7 +90,7 @@ export class ComponentsService {
   /** Templates that include the component render its new html from their next send on. */
   async update(accountId: string, envId: string, componentId: string, patch: ComponentPatch): Promise<Component> {
     await this.get(accountId, envId, componentId);
-    if (patch.html !== undefined) checkHtml(patch.html);
+    if (patch.html !== undefined) checkHtml(this.renderer, patch.html);
     await this.repo.update(accountId, envId, componentId, {
       ...(patch.name !== undefined ? { name: patch.name } : {}),
       ...(patch.internal !== undefined ? { internal: patch.internal } : {}),
@@ -124,9 +128,9 @@ function stillReferenced(componentId: string, refs: ComponentRefRow[]): AppError
   );
 }
 
-function checkHtml(html: string): void {
+function checkHtml(renderer: LiquidRenderer, html: string): void {
   try {
-    const { componentIds } = defaultRenderer.check(html, { html: true, field: 'html' });
+    const { componentIds } = renderer.check(html, { html: true, field: 'html' });
     if (componentIds.length > 0) {
       throw invalid('A component cannot include another component.', `Remove the {% component '${componentIds[0]}' %} tag from this component's html.`);
     }

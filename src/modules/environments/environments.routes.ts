@@ -1,8 +1,7 @@
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
 import { ChannelSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
-import { EnvironmentsService } from './environments.service.js';
+import type { EnvironmentsService } from './environments.service.js';
 
 const EnvironmentSchema = Type.Object(
   {
@@ -17,8 +16,7 @@ const EnvironmentSchema = Type.Object(
 
 const Title = Type.String({ minLength: 1, maxLength: 200 });
 
-export function environmentRoutes(app: App, deps: Deps): void {
-  const service = new EnvironmentsService(deps);
+export function environmentRoutes(app: App, service: EnvironmentsService): void {
   app.addSchema(EnvironmentSchema);
   const tags = ['environments'];
 

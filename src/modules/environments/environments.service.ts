@@ -38,10 +38,10 @@ export function newEnvironmentRow(deps: Pick<Deps, 'clock' | 'secrets'>, account
 }
 
 export class EnvironmentsService {
-  private readonly repo: EnvironmentsRepository;
-  constructor(private readonly deps: Deps) {
-    this.repo = new EnvironmentsRepository(deps.db);
-  }
+  constructor(
+    private readonly deps: Deps,
+    private readonly repo = new EnvironmentsRepository(deps.db),
+  ) {}
 
   toEnvironment(row: EnvironmentRow): Environment {
     return {

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Deps } from '../../deps.js';
 import { AppError } from '../../errors.js';
 import { safeEqual } from '../../secrets.js';
-import { EnvironmentsRepository } from '../environments/environments.repository.js';
+import type { EnvironmentsRepository } from '../environments/environments.repository.js';
 import type { InappScope } from './inapp.repository.js';
 
 /** The user hash in-app clients send in secure mode: base64(HMAC-SHA256(clientSecret, userId)). */
@@ -51,11 +51,10 @@ export function parseInappBasic(header: string | undefined, expectedUserId?: str
 
 /** Authenticates an in-app end user: a known clientId, a userId, and in secure mode the right user hash. */
 export class InappAuthenticator {
-  private readonly environments: EnvironmentsRepository;
-
-  constructor(private readonly deps: Deps) {
-    this.environments = new EnvironmentsRepository(deps.db);
-  }
+  constructor(
+    private readonly deps: Deps,
+    private readonly environments: EnvironmentsRepository,
+  ) {}
 
   async authenticate(credentials: Partial<InappCredentials>): Promise<InappScope> {
     const { clientId, userId, hash } = credentials;

@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
+import type { Ids } from '../../clock.js';
 import type { Config } from '../../config.js';
 import type { Storage } from '../../storage/db.js';
 import type { CoreTables } from '../../storage/schema.js';
@@ -43,6 +43,7 @@ export interface InappRealtimeDeps {
   storage: Storage;
   db: Kysely<CoreTables>;
   logger: Logger;
+  ids: Ids;
 }
 
 /**
@@ -51,15 +52,17 @@ export interface InappRealtimeDeps {
  */
 export class InappRealtime {
   readonly hub = new SocketHub();
-  /** Lets this process skip its own NOTIFY echoes: it already pushed to its sockets directly. */
-  private readonly origin = randomUUID();
+  /** Lets this process skip its own NOTIFY echoes: it already pushed to its sockets directly (a UUID, unique across processes). */
+  private readonly origin: string;
   private listener: PgListener | undefined;
   /** Remote messages are handled one after another so a row read back cannot overtake later pushes. */
   private remoteQueue: Promise<void> = Promise.resolve();
   /** Per environment whose sockets were closed for changed credentials, how many times (bounded by the environments). */
   private readonly closedEpochs = new Map<string, number>();
 
-  constructor(private readonly deps: InappRealtimeDeps) {}
+  constructor(private readonly deps: InappRealtimeDeps) {
+    this.origin = deps.ids.uuid();
+  }
 
   /**
    * Changes each time the environment's sockets are closed for changed credentials. A socket is

@@ -5,8 +5,8 @@ import { AppError, invalid } from '../../errors.js';
 import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { ensureWebsocketSupport } from '../../realtime/websocket.js';
-import { AuthService, requireEnv } from '../auth/auth.service.js';
-import { InappAuthenticator, inappUnauthorized, parseInappBasic } from './inapp.auth.js';
+import { type AuthService, requireEnv } from '../auth/auth.service.js';
+import { type InappAuthenticator, inappUnauthorized, parseInappBasic } from './inapp.auth.js';
 import type { InappScope } from './inapp.repository.js';
 import {
   ClientPathParams,
@@ -21,7 +21,7 @@ import {
   SHARED_SCHEMAS,
   SuccessResponse,
 } from './inapp.schemas.js';
-import { InappService } from './inapp.service.js';
+import type { InappService } from './inapp.service.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -45,11 +45,13 @@ async function jsonBody(req: FastifyRequest): Promise<void> {
  * - `/{clientId}/users/{userId}/notifications/INAPP_WEB[...]` (the published in-app client), same Basic;
  * - the websocket at `/` (and `/ws`) with `?envId=<clientId>&userId=...[&userIdHash=...]`.
  */
-export async function inappRoutes(app: App, deps: Deps): Promise<void> {
-  const service = new InappService(deps);
+export async function inappRoutes(
+  app: App,
+  deps: Pick<Deps, 'inappRealtime'>,
+  services: { inapp: InappService; inappAuth: InappAuthenticator; auth: AuthService },
+): Promise<void> {
+  const { inapp: service, inappAuth: authenticator, auth: accountAuth } = services;
   const realtime = deps.inappRealtime;
-  const authenticator = new InappAuthenticator(deps);
-  const accountAuth = new AuthService(deps);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   app.decorateRequest('inappScope', null as unknown as InappScope);
   await ensureWebsocketSupport(app);

@@ -1,8 +1,7 @@
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
 import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
-import { KeysService } from './keys.service.js';
+import type { KeysService } from './keys.service.js';
 
 const ScopeSchema = Type.Union([Type.Literal('account'), Type.Literal('environment')], {
   description: '`account`: manages every environment, its keys and settings; `environment`: acts only inside its own environment',
@@ -21,8 +20,7 @@ const KeyView = Type.Object({
   lastUsedAt: Type.Optional(Type.String()),
 });
 
-export function keyRoutes(app: App, deps: Deps): void {
-  const service = new KeysService(deps);
+export function keyRoutes(app: App, service: KeysService): void {
   const tags = ['keys'];
 
   app.get(

@@ -1,8 +1,9 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
-import { EnvironmentsRepository } from '../environments/environments.repository.js';
+import type { ApiKeyCache } from '../auth/api-key-cache.js';
+import type { EnvironmentsRepository } from '../environments/environments.repository.js';
 import { type ApiKeyScope, newApiKey, scopeOf } from './api-key.js';
-import { type ApiKeyRow, KeysRepository } from './keys.repository.js';
+import type { ApiKeyRow, KeysRepository } from './keys.repository.js';
 
 export interface ApiKeyView {
   id: string;
@@ -47,8 +48,15 @@ function toView(row: ApiKeyRow): ApiKeyView {
 
 export class KeysService {
   private readonly repo: KeysRepository;
-  constructor(private readonly deps: Deps) {
-    this.repo = new KeysRepository(deps.db);
+  private readonly environments: EnvironmentsRepository;
+  constructor(
+    private readonly deps: Deps,
+    repositories: { keys: KeysRepository; environments: EnvironmentsRepository },
+    /** AuthService's cache of resolved keys, cleared on a revocation. */
+    private readonly apiKeys: ApiKeyCache,
+  ) {
+    this.repo = repositories.keys;
+    this.environments = repositories.environments;
   }
 
   async list(accountId: string): Promise<ApiKeyView[]> {
@@ -68,7 +76,7 @@ export class KeysService {
     if (!envId) {
       throw new AppError('ENVIRONMENT_REQUIRED', 'Which environment should the key belong to?', 'Pass environmentId in the body, or envId in the query.');
     }
-    const env = await new EnvironmentsRepository(this.deps.db).find(accountId, envId);
+    const env = await this.environments.find(accountId, envId);
     if (!env) throw notFound('Environment', envId, 'List your environments with GET /environments.');
     const scope = input.scope ?? 'environment';
     const { row, key } = newApiKey(this.deps, accountId, envId, input.name, scope);
@@ -78,6 +86,6 @@ export class KeysService {
 
   async revoke(accountId: string, keyId: string): Promise<void> {
     if (!(await this.repo.revoke(accountId, keyId))) throw notFound('API key', keyId);
-    this.deps.apiKeys.clear();
+    this.apiKeys.clear();
   }
 }

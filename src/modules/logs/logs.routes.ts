@@ -2,11 +2,10 @@ import { Type } from '@sinclair/typebox';
 import type { Deps } from '../../deps.js';
 import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
-import type { Queue } from '../../queue/port.js';
 import { LOG_CHANNELS } from '../sending/channels.js';
 import {
   LOG_STATUSES,
-  LogsService,
+  type LogsService,
   MAX_FILTER_ITEMS,
   MAX_FILTER_LENGTH,
   MAX_RESULT_PAGE,
@@ -21,8 +20,7 @@ const LogsResponse = Type.Object({ logs: Type.Array(LogRecordSchema) });
 const FilterString = (description?: string) => Type.String({ maxLength: MAX_FILTER_LENGTH, ...(description ? { description } : {}) });
 const FilterList = (description?: string) => Type.Array(FilterString(description), { maxItems: MAX_FILTER_ITEMS });
 
-export function logRoutes(app: App, deps: Deps, queue: Queue): void {
-  const service = new LogsService(deps, queue);
+export function logRoutes(app: App, deps: Pick<Deps, 'config'>, service: LogsService): void {
   const tags = ['logs'];
 
   app.get(

@@ -1,9 +1,8 @@
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
 import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
-import { ApnSettingsService } from './apn-settings.service.js';
+import type { ApnSettingsService } from './apn-settings.service.js';
 
 const Id = (what: string) => Type.String({ minLength: 1, maxLength: 64, pattern: '^\\s*[A-Za-z0-9]+\\s*$', description: what });
 
@@ -16,8 +15,7 @@ const apnConfigProperties = {
 const ApnConfigSchema = Type.Object(apnConfigProperties, { $id: 'APNConfig' });
 
 /** PUT/GET/DELETE /settings/push/apn: the environment's APNs token-based credentials (pingram PushSettingsApi). */
-export async function apnRoutes(app: App, deps: Deps): Promise<void> {
-  const service = new ApnSettingsService(deps);
+export async function apnRoutes(app: App, service: ApnSettingsService): Promise<void> {
   app.addSchema(ApnConfigSchema);
   const tags = ['settings'];
   const scope = (auth: AuthContext) => ({ accountId: auth.accountId, envId: requireEnv(auth) });

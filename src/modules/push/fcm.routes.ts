@@ -1,9 +1,8 @@
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
 import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
-import { FcmSettingsService } from './fcm.service.js';
+import type { FcmSettingsService } from './fcm.service.js';
 
 const FcmSettingsSchema = Type.Object(
   {
@@ -20,8 +19,7 @@ const FcmSettingsSchema = Type.Object(
  * Firebase Cloud Messaging credentials of the environment (the pingram SDK's PushSettingsApi:
  * upsertPushFcmSettings / getPushFcmSettings / deletePushFcmSettings). Registered in app.ts.
  */
-export async function fcmRoutes(app: App, deps: Deps): Promise<void> {
-  const service = new FcmSettingsService(deps);
+export async function fcmRoutes(app: App, service: FcmSettingsService): Promise<void> {
   app.addSchema(FcmSettingsSchema);
   const tags = ['settings'];
   const scope = (auth: AuthContext) => ({ accountId: auth.accountId, envId: requireEnv(auth) });

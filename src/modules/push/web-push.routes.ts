@@ -1,11 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
-import type { Deps } from '../../deps.js';
 import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
-import { AuthService, requireEnv } from '../auth/auth.service.js';
-import { InappAuthenticator, inappUnauthorized, parseInappBasic } from '../inapp/inapp.auth.js';
-import { WebPushService } from './web-push.service.js';
+import { type AuthService, requireEnv } from '../auth/auth.service.js';
+import { type InappAuthenticator, inappUnauthorized, parseInappBasic } from '../inapp/inapp.auth.js';
+import type { WebPushService } from './web-push.service.js';
 
 const PublicSettingsSchema = Type.Object({
   publicKey: Type.String({ description: 'VAPID public key (base64url, uncompressed P-256): the applicationServerKey of PushManager.subscribe()' }),
@@ -28,10 +27,8 @@ const AccountMetadataSchema = Type.Object({
  *   `GET /{clientId}/users/{userId}/account_metadata` (@notificationapi/core getUserAccountMetadata).
  * Keys are generated on first read (or first send).
  */
-export async function webPushRoutes(app: App, deps: Deps): Promise<void> {
-  const service = new WebPushService(deps);
-  const authenticator = new InappAuthenticator(deps);
-  const accountAuth = new AuthService(deps);
+export async function webPushRoutes(app: App, services: { webPush: WebPushService; inappAuth: InappAuthenticator; auth: AuthService }): Promise<void> {
+  const { webPush: service, inappAuth: authenticator, auth: accountAuth } = services;
   const tags = ['web push'];
 
   app.get(

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import type { Deps } from '../../deps.js';
 import { DeliveryError } from '../../channels/types.js';
 import { backoffDelay } from '../../queue/runner.js';
@@ -7,13 +7,13 @@ import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.
 import { RenderPool } from '../../rendering/render-pool.js';
 import type { Channel } from '../../http/schemas.js';
 import { componentResolver } from '../components/components.service.js';
+import { type LedgerSession, successFields } from '../delivery/ledger.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import { TemplatesService } from '../templates/templates.service.js';
 import { ensureType } from '../types/types.service.js';
 import { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
-import { applyPendingEvents } from './delivery-events.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
 import { INGEST_SENDS_JOB } from './intake.js';
 import { MessagesRepository } from './messages.repository.js';
@@ -79,15 +79,7 @@ export class DeliveryWorker {
 
   /** Marks failed, with PROCESSING_FAILED and the reason, those of these messages still queued or scheduled. */
   async failMessages(trackingIds: string[], reason: string): Promise<void> {
-    const repo = new MessagesRepository(this.deps.db);
-    const now = this.deps.clock.now().toISOString();
-    for (const trackingId of trackingIds) {
-      await repo.updateMessage(
-        trackingId,
-        { state: 'failed', processed_at: now, failed_at: now, failed_code: PROCESSING_FAILED, failed_internal: reason.slice(0, 1000) },
-        ['queued', 'scheduled'],
-      );
-    }
+    await this.deps.ledger.failMessages(trackingIds, { at: this.deps.clock.now().toISOString(), code: PROCESSING_FAILED, reason });
   }
 
   /**
@@ -95,8 +87,7 @@ export class DeliveryWorker {
    * last attempt, or the failure could not be written): failed with PROCESSING_FAILED, if still pending.
    */
   async failDelivery(deliveryId: string, reason: string): Promise<void> {
-    const at = this.deps.clock.now().toISOString();
-    await new MessagesRepository(this.deps.db).updateDelivery(deliveryId, failedDelivery(at, PROCESSING_FAILED, reason), 'pending');
+    await this.deps.ledger.failDelivery(deliveryId, { at: this.deps.clock.now().toISOString(), code: PROCESSING_FAILED, reason });
   }
 
   /** One row at a time, so one row that cannot be written does not keep the others back. */
@@ -196,16 +187,20 @@ export class DeliveryWorker {
     }
     if (plans.length === 0) return failures;
     const afterCommit: (() => Promise<void>)[] = [];
-    await this.deps.db.transaction().execute(async (trx) => {
+    // The ledger writes the batch's delivery events together, just before the commit.
+    await this.deps.ledger.transaction(async (tx) => {
+      const trx = tx.db;
       for (const { index, plan } of plans) {
         await sql`savepoint process_message`.execute(trx);
+        const events = tx.checkpoint();
         try {
-          const after = await this.apply(trx, plan);
+          const after = await this.apply(tx, plan);
           await sql`release savepoint process_message`.execute(trx);
           afterCommit.push(...after);
         } catch (err) {
           await sql`rollback to savepoint process_message`.execute(trx);
           await sql`release savepoint process_message`.execute(trx);
+          tx.rollbackTo(events);
           failures[index] = err;
         }
       }
@@ -229,11 +224,11 @@ export class DeliveryWorker {
     const user = found?.user;
     const env = await new EnvironmentsRepository(this.deps.db).find(message.account_id, message.env_id);
     if (!user || !env) {
-      await repo.updateMessage(
-        trackingId,
-        { state: 'failed', processed_at: now, failed_at: now, failed_code: user ? 'ENVIRONMENT_DELETED' : 'USER_DELETED', failed_internal: 'the recipient or environment was deleted before delivery' },
-        ['queued', 'scheduled'],
-      );
+      await this.deps.ledger.failMessages([trackingId], {
+        at: now,
+        code: user ? 'ENVIRONMENT_DELETED' : 'USER_DELETED',
+        reason: 'the recipient or environment was deleted before delivery',
+      });
       return null;
     }
     const type = await ensureType(this.deps, message.account_id, message.env_id, message.notification_id);
@@ -304,12 +299,12 @@ export class DeliveryWorker {
     return { trackingId, message, body, now, skipped, rows };
   }
 
-  /** Writes one planned message inside `trx`; returns what to run once it committed. */
-  private async apply(trx: Kysely<any>, { trackingId, message, body, now, skipped, rows }: MessagePlan): Promise<(() => Promise<void>)[]> {
+  /** Writes one planned message inside the ledger's transaction `tx`; returns what to run once it committed. */
+  private async apply(tx: LedgerSession, { message, body, now, skipped, rows }: MessagePlan): Promise<(() => Promise<void>)[]> {
     const afterCommit: (() => Promise<void>)[] = [];
-    const tx = new MessagesRepository(trx);
+    const trx = tx.db;
     // Only the run that moves the message on writes its deliveries (a re-run after a crash finds it processed).
-    const moved = await tx.updateMessage(trackingId, { state: 'processed', processed_at: now, skipped: JSON.stringify(skipped) }, ['queued', 'scheduled']);
+    const moved = await tx.markProcessed(message, { at: now, skipped });
     if (!moved) return afterCommit;
     const attempts: AttemptRow[] = [];
     for (const row of rows) {
@@ -318,12 +313,11 @@ export class DeliveryWorker {
       const started = this.deps.clock.now();
       const outcome = await executor.deliverInTransaction(trx, { delivery: row, message, content: JSON.parse(row.content ?? '{}'), body });
       const at = this.deps.clock.now();
-      Object.assign(row, succeeded(outcome, 1, at.toISOString()));
+      Object.assign(row, successFields(succeeded(outcome, at.toISOString()), 1));
       attempts.push(successAttempt(this.deps.ids.uuid(), row.id, 1, started, at, outcome));
       if (outcome.afterCommit) afterCommit.push(outcome.afterCommit);
     }
-    await tx.insertDeliveries(rows);
-    for (const attempt of attempts) await tx.insertAttempt(attempt);
+    await tx.insertDeliveries(rows, attempts);
     for (const row of rows) {
       if (row.status === 'pending') await this.queue.enqueue(trx, DELIVER_JOB, { deliveryId: row.id }, { maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 });
     }
@@ -345,40 +339,33 @@ export class DeliveryWorker {
     try {
       const outcome = await executor.deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}'), body: JSON.parse(message.request) });
       const at = this.deps.clock.now();
-      await this.deps.db.transaction().execute(async (trx) => {
-        const tx = new MessagesRepository(trx);
-        await tx.insertAttempt(successAttempt(this.deps.ids.uuid(), deliveryId, attempt, started, at, outcome));
-        await tx.updateDelivery(deliveryId, succeeded(outcome, attempt, at.toISOString()), 'pending');
-      });
+      await this.deps.ledger.transaction((tx) =>
+        tx.deliverySucceeded(deliveryId, successAttempt(this.deps.ids.uuid(), deliveryId, attempt, started, at, outcome), succeeded(outcome, at.toISOString())),
+      );
       // A provider's status report may have come in while the call was being committed
       // (only channels whose providers report back asynchronously).
       if (outcome.result.providerMessageId && ASYNC_REPORTS.has(delivery.channel)) {
-        await applyPendingEvents(this.deps, delivery.channel, outcome.result.providerMessageId);
+        await this.deps.ledger.applyProviderReports(delivery.channel, outcome.result.providerMessageId);
       }
     } catch (err) {
       const failure = err instanceof DeliveryError ? err : new DeliveryError('INTERNAL', errorText(err), { retryable: true });
       const at = this.deps.clock.now().toISOString();
       const retry = failure.retryable && attempt < MAX_DELIVERY_ATTEMPTS;
-      await this.deps.db.transaction().execute(async (trx) => {
-        const tx = new MessagesRepository(trx);
-        await tx.insertAttempt({
-          id: this.deps.ids.uuid(),
-          delivery_id: deliveryId,
-          attempt,
-          started_at: started.toISOString(),
-          duration_ms: elapsed(),
-          outcome: retry ? 'retry' : 'failed',
-          provider_code: failure.options.providerCode ?? failure.code,
-          detail: failure.message.slice(0, 1000),
-        });
-        await tx.updateDelivery(
-          deliveryId,
-          retry
-            ? { attempts: attempt, updated_at: at }
-            : { attempts: attempt, ...failedDelivery(at, failure.code, failure.message), extra: JSON.stringify(failureFields(delivery.channel, failure)) },
-          'pending',
-        );
-      });
+      const attemptRow: AttemptRow = {
+        id: this.deps.ids.uuid(),
+        delivery_id: deliveryId,
+        attempt,
+        started_at: started.toISOString(),
+        duration_ms: elapsed(),
+        outcome: retry ? 'retry' : 'failed',
+        provider_code: failure.options.providerCode ?? failure.code,
+        detail: failure.message.slice(0, 1000),
+      };
+      await this.deps.ledger.transaction((tx) =>
+        retry
+          ? tx.deliveryRetrying(deliveryId, attemptRow, at)
+          : tx.deliveryFailed(deliveryId, attemptRow, { at, code: failure.code, reason: failure.message, extra: failureFields(delivery.channel, failure) }),
+      );
       if (retry) throw new RetryJobError(failure.message, failure.options.retryAfterMs ?? backoffDelay(attempt, { baseMs: this.retryBaseMs }));
       if (failure.options.recipientInvalid && channel === 'EMAIL') {
         await this.users.setSuppression(message.account_id, message.env_id, message.user_id, 'EMAIL', {
@@ -402,17 +389,9 @@ interface MessagePlan {
 
 const channelOf = (log: string) => SEND_CHANNELS.find((c) => c.log === log)!.channel;
 
-/** The delivery columns of a successful provider call (or local delivery). */
-function succeeded(outcome: DeliverOutcome, attempts: number, at: string): Partial<DeliveryRow> {
-  return {
-    status: outcome.delivered ? 'delivered' : 'sent',
-    attempts,
-    sent_at: at,
-    delivered_at: outcome.delivered ? at : null,
-    provider_message_id: outcome.result.providerMessageId ?? null,
-    extra: outcome.extra ? JSON.stringify(outcome.extra) : null,
-    updated_at: at,
-  };
+/** A successful provider call (or local delivery), as the ledger records it. */
+function succeeded(outcome: DeliverOutcome, at: string) {
+  return { delivered: outcome.delivered, at, providerMessageId: outcome.result.providerMessageId ?? null, extra: outcome.extra ?? null };
 }
 
 function successAttempt(id: string, deliveryId: string, attempt: number, started: Date, at: Date, outcome: DeliverOutcome): AttemptRow {
@@ -448,11 +427,6 @@ function failureFields(channel: string, failure: DeliveryError): Record<string, 
 }
 
 /** No run will follow: the error says so, or this was the job's last attempt. */
-/** The fields of a delivery that failed for good. */
-function failedDelivery(at: string, code: string, reason: string) {
-  return { status: 'failed', failed_at: at, failed_code: code, failed_internal: reason.slice(0, 1000), updated_at: at } as const;
-}
-
 function isFinal(err: unknown, job: JobContext): boolean {
   return err instanceof PermanentJobError || (err as Error | undefined)?.name === 'PermanentJobError' || job.attempt >= job.maxAttempts;
 }

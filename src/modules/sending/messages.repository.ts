@@ -1,8 +1,11 @@
-import type { Kysely, Updateable } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
-import type { AttemptRow, DeliveriesTable, DeliveryRow, MessageRow, MessagesTable, SendingDb, SendingTables } from './sending.tables.js';
+import type { AttemptRow, DeliveryRow, MessageRow, SendingDb, SendingTables } from './sending.tables.js';
 
-/** Messages, their deliveries and attempts. Every read is scoped by environment or account. */
+/**
+ * Reads of messages, their deliveries and attempts (scoped by environment or account), and the
+ * insert of accepted messages. Every other write goes through the delivery ledger (modules/delivery).
+ */
 export class MessagesRepository {
   private readonly db: SendingDb;
   constructor(db: Kysely<CoreTables> | Kysely<any>) {
@@ -32,36 +35,13 @@ export class MessagesRepository {
     return this.db.selectFrom('messages').selectAll().where('tracking_id', '=', trackingId).executeTakeFirst();
   }
 
-  async updateMessage(trackingId: string, patch: Updateable<MessagesTable>, expectedStates?: MessageRow['state'][]): Promise<boolean> {
-    let q = this.db.updateTable('messages').set(patch).where('tracking_id', '=', trackingId);
-    if (expectedStates) q = q.where('state', 'in', expectedStates);
-    const res = await q.executeTakeFirst();
-    return Number(res.numUpdatedRows) > 0;
-  }
-
-  /** Inserts the deliveries of a message; a second run (after a crash) finds them present and inserts nothing. */
-  async insertDeliveries(rows: DeliveryRow[]): Promise<void> {
-    if (rows.length === 0) return;
-    await this.db
-      .insertInto('deliveries')
-      .values(rows)
-      .onConflict((oc) => oc.columns(['tracking_id', 'channel']).doNothing())
-      .execute();
-  }
-
   findDelivery(deliveryId: string): Promise<DeliveryRow | undefined> {
     return this.db.selectFrom('deliveries').selectAll().where('id', '=', deliveryId).executeTakeFirst();
   }
 
-  async updateDelivery(deliveryId: string, patch: Updateable<DeliveriesTable>, expectedStatus?: DeliveryRow['status']): Promise<boolean> {
-    let q = this.db.updateTable('deliveries').set(patch).where('id', '=', deliveryId);
-    if (expectedStatus) q = q.where('status', '=', expectedStatus);
-    const res = await q.executeTakeFirst();
-    return Number(res.numUpdatedRows) > 0;
-  }
-
-  insertAttempt(row: AttemptRow): Promise<unknown> {
-    return this.db.insertInto('delivery_attempts').values(row).execute();
+  /** The delivery a provider message id belongs to (inbound replies, callbacks). */
+  findDeliveryByProviderId(channel: string, providerMessageId: string): Promise<DeliveryRow | undefined> {
+    return this.db.selectFrom('deliveries').selectAll().where('channel', '=', channel).where('provider_message_id', '=', providerMessageId).executeTakeFirst();
   }
 
   deliveriesOf(trackingIds: string[]): Promise<DeliveryRow[]> {
@@ -83,16 +63,5 @@ export class MessagesRepository {
       .where('tracking_id', 'in', trackingIds)
       .orderBy('received_at', 'desc')
       .execute();
-  }
-
-  /** Deletes messages (and, by cascade, deliveries and attempts) received before `before`. */
-  async purgeBefore(before: string, limit = 1000): Promise<number> {
-    const ids = await this.db.selectFrom('messages').select('tracking_id').where('received_at', '<', before).limit(limit).execute();
-    if (ids.length === 0) return 0;
-    const list = ids.map((r) => r.tracking_id);
-    await this.db.deleteFrom('delivery_attempts').where('delivery_id', 'in', this.db.selectFrom('deliveries').select('id').where('tracking_id', 'in', list)).execute();
-    await this.db.deleteFrom('deliveries').where('tracking_id', 'in', list).execute();
-    await this.db.deleteFrom('messages').where('tracking_id', 'in', list).execute();
-    return list.length;
   }
 }

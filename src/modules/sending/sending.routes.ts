@@ -1,13 +1,11 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
-import type { Deps } from '../../deps.js';
 import { AppError } from '../../errors.js';
 import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
-import type { Queue } from '../../queue/port.js';
 import { requireEnv } from '../auth/auth.service.js';
 import { SendBodySchema, SendResponseSchema } from './sending.schemas.js';
-import { type SendContext, SendingService } from './sending.service.js';
+import type { SendContext, SendingService } from './sending.service.js';
 
 function context(req: FastifyRequest): SendContext {
   const key = req.headers['idempotency-key'];
@@ -23,8 +21,7 @@ function context(req: FastifyRequest): SendContext {
   };
 }
 
-export function sendingRoutes(app: App, deps: Deps, queue: Queue): void {
-  const service = new SendingService(deps, queue);
+export function sendingRoutes(app: App, service: SendingService): void {
   app.addSchema(SendBodySchema);
   const tags = ['sending'];
   const sendSchema = {

@@ -9,7 +9,6 @@ import { validateEmailAddressOptions } from '../../channels/email/recipients.js'
 import { parseRecipient } from '../users/users.service.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
-import { MessagesRepository } from './messages.repository.js';
 import { acceptedSendsByIds } from './accepted-sends.js';
 import type { SendBody, SendResponse } from './sending.schemas.js';
 import { type SendIntake, createIntake } from './intake.js';
@@ -175,21 +174,18 @@ export class SendingService {
     validateInlineAttachments(body.options?.email?.attachments ?? []);
     validateEmailAddressOptions(body.options?.email);
     const merged: SendBody = { ...JSON.parse(message.request), ...body };
-    await this.deps.db.transaction().execute(async (trx) => {
-      const repo = new MessagesRepository(trx);
-      const moved = message.job_id ? await this.queue.reschedule(trx, message.job_id, runAt, { trackingId }) : null;
+    await this.deps.ledger.transaction(async (tx) => {
+      const moved = message.job_id ? await this.queue.reschedule(tx.db, message.job_id, runAt, { trackingId }) : null;
       if (!moved) throw new AppError('CONFLICT', 'This send is already being delivered; its schedule can no longer change.');
-      const ok = await repo.updateMessage(
+      const ok = await tx.reschedule(
         trackingId,
         {
           request: JSON.stringify(merged),
           job_id: typeof moved === 'string' ? moved : message.job_id,
           scheduled_for: runAt.toISOString(),
-          schedule_updated_at: now.toISOString(),
           schedule_updated_to: runAt.toISOString(),
-          state: 'scheduled',
         },
-        ['scheduled'],
+        now.toISOString(),
       );
       if (!ok) throw new AppError('CONFLICT', 'This send is no longer scheduled.');
     });
@@ -197,14 +193,10 @@ export class SendingService {
 
   async cancelSchedule(ctx: SendContext, trackingId: string): Promise<void> {
     const message = await this.scheduled(ctx, trackingId);
-    await this.deps.db.transaction().execute(async (trx) => {
-      const canceled = message.job_id ? await this.queue.cancel(trx, message.job_id) : false;
+    await this.deps.ledger.transaction(async (tx) => {
+      const canceled = message.job_id ? await this.queue.cancel(tx.db, message.job_id) : false;
       if (!canceled) throw new AppError('CONFLICT', 'This send is already being delivered and cannot be canceled.');
-      await new MessagesRepository(trx).updateMessage(
-        trackingId,
-        { state: 'canceled', schedule_deleted_at: this.deps.clock.now().toISOString() },
-        ['scheduled'],
-      );
+      await tx.cancelScheduled(trackingId, this.deps.clock.now().toISOString());
     });
   }
 

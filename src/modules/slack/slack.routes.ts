@@ -1,9 +1,8 @@
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
 import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
-import { SlackSettingsService } from './slack.service.js';
+import type { SlackSettingsService } from './slack.service.js';
 
 const SlackSettingSchema = Type.Object({
   botToken: Type.Union([Type.String(), Type.Null()], { description: "this environment's bot token, masked (xoxb-****1a2b)" }),
@@ -13,8 +12,7 @@ const SlackSettingSchema = Type.Object({
 });
 
 /** The environment's Slack bot token, used for users whose slackToken carries no token. */
-export async function slackRoutes(app: App, deps: Deps): Promise<void> {
-  const service = new SlackSettingsService(deps);
+export async function slackRoutes(app: App, service: SlackSettingsService): Promise<void> {
   const tags = ['settings'];
   const scope = (auth: AuthContext) => ({ accountId: auth.accountId, envId: requireEnv(auth) });
 

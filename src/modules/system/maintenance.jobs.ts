@@ -1,14 +1,13 @@
 import type { Deps } from '../../deps.js';
 import { LogsRepository } from '../logs/logs.repository.js';
 import { IdempotencyRepository } from '../sending/idempotency.repository.js';
-import { MessagesRepository } from '../sending/messages.repository.js';
 
 export const PURGE_JOB = 'system.purge';
 
 const DAY_MS = 24 * 3600 * 1000;
 
 export interface Maintenance {
-  /** Purges old logs (CLARION_LOG_RETENTION_DAYS), idempotency keys and log queries, now. */
+  /** Purges old logs and delivery events (CLARION_LOG_RETENTION_DAYS), idempotency keys and log queries, now. */
   purge(): Promise<void>;
   /**
    * Schedules this hour's purge. Every worker process calls it every hour; the job's key is the
@@ -21,11 +20,8 @@ export interface Maintenance {
 export function registerMaintenanceJobs(deps: Deps): Maintenance {
   const purge = async () => {
     const now = deps.clock.now().getTime();
-    const messages = new MessagesRepository(deps.db);
-    const before = new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString();
-    while ((await messages.purgeBefore(before)) > 0) {
-      // delete in batches so one purge never holds a long transaction
-    }
+    // Messages with their deliveries and attempts, delivery events and provider reports, in batches.
+    await deps.ledger.purgeBefore(new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString());
     await new IdempotencyRepository(deps.db).purgeBefore(new Date(now - DAY_MS).toISOString());
     await new LogsRepository(deps.db).purgeQueriesBefore(new Date(now - DAY_MS).toISOString());
   };

@@ -5,7 +5,6 @@ import { TwilioClient } from '../../channels/telephony/twilio-client.js';
 import { readableTwilioCode } from '../../channels/telephony/twilio-errors.js';
 import type { Deps } from '../../deps.js';
 import { AppError } from '../../errors.js';
-import { recordProviderStatus } from '../sending/delivery-events.js';
 import { UsersService } from '../users/users.service.js';
 import { normalizePhoneNumber } from '../users/users.validation.js';
 import { TelephonyRepository } from './telephony.repository.js';
@@ -41,7 +40,7 @@ export class TelephonyCallbacks {
   private readonly users: UsersService;
 
   constructor(private readonly deps: Deps) {
-    this.repo = new TelephonyRepository(deps.db, deps.storage.dialect === 'postgres');
+    this.repo = new TelephonyRepository(deps.db);
     this.users = new UsersService(deps);
   }
 
@@ -73,7 +72,7 @@ export class TelephonyCallbacks {
         ?.fetchMessage(sid)
         .then((m) => priceOf(m.price))
         .catch(() => undefined);
-      await recordProviderStatus(this.deps, {
+      await this.deps.ledger.recordProviderStatus({
         channel: 'sms',
         providerMessageId: sid,
         status: 'delivered',
@@ -81,7 +80,7 @@ export class TelephonyCallbacks {
       });
     } else if (status === 'undelivered' || status === 'failed') {
       const errorCode = field(params, 'ErrorCode');
-      await recordProviderStatus(this.deps, {
+      await this.deps.ledger.recordProviderStatus({
         channel: 'sms',
         providerMessageId: sid,
         status: 'failed',
@@ -101,7 +100,7 @@ export class TelephonyCallbacks {
       const call = await this.lookupClient()?.fetchCall(sid).catch(() => undefined);
       const duration = Number(field(params, 'CallDuration') ?? call?.duration ?? NaN);
       const cost = priceOf(call?.price);
-      await recordProviderStatus(this.deps, {
+      await this.deps.ledger.recordProviderStatus({
         channel: 'call',
         providerMessageId: sid,
         status: 'delivered',
@@ -113,7 +112,7 @@ export class TelephonyCallbacks {
       });
     } else if (CALL_FAILURES[status]) {
       const errorCode = field(params, 'ErrorCode');
-      await recordProviderStatus(this.deps, {
+      await this.deps.ledger.recordProviderStatus({
         channel: 'call',
         providerMessageId: sid,
         status: 'failed',
@@ -142,7 +141,7 @@ export class TelephonyCallbacks {
     }
     const now = this.deps.clock.now().toISOString();
     if (last) {
-      await this.repo.mergeDeliveryExtra(last.delivery_id, { sms_inbound_at: now, sms_inbound_from: from, sms_inbound_text: text }, now);
+      await this.deps.ledger.mergeDeliveryDetails(last.delivery_id, { sms_inbound_at: now, sms_inbound_from: from, sms_inbound_text: text }, now);
     }
 
     const keyword = text.trim().replace(/[.!]+$/, '').toUpperCase();
@@ -181,7 +180,7 @@ export class TelephonyCallbacks {
         return;
       }
       const { encoding, segments } = smsEncoding(last.auto_reply);
-      await this.repo.mergeDeliveryExtra(
+      await this.deps.ledger.mergeDeliveryDetails(
         last.delivery_id,
         { sms_replied_at: this.deps.clock.now().toISOString(), sms_replied_to: from, sms_replied_text: last.auto_reply, sms_replied_segments: segments, sms_replied_encoding: encoding },
         now,

@@ -5,7 +5,7 @@ import { DeliveryError } from '../../channels/types.js';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
 import { normalizePhoneNumber } from '../users/users.validation.js';
-import { type PhoneNumberRow, TelephonyRepository } from './telephony.repository.js';
+import type { PhoneNumberRow, TelephonyRepository } from './telephony.repository.js';
 
 /** ListPhoneNumbersResponseNumbersInner of the pingram SDK. */
 export interface PhoneNumberView {
@@ -27,10 +27,10 @@ const TOLL_FREE_NANP = /^\+1(800|833|844|855|866|877|888)/;
  * number of its own (555-01XX, the range reserved for fiction) the first time it needs one.
  */
 export class NumbersService {
-  private readonly repo: TelephonyRepository;
-  constructor(private readonly deps: Pick<Deps, 'db' | 'config' | 'clock' | 'secrets'>) {
-    this.repo = new TelephonyRepository(deps.db);
-  }
+  constructor(
+    private readonly deps: Pick<Deps, 'config' | 'clock' | 'secrets'>,
+    private readonly repo: TelephonyRepository,
+  ) {}
 
   private get dev(): boolean {
     return telephonyEndpoint(this.deps)?.dev === true;

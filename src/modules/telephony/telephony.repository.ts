@@ -64,11 +64,7 @@ type Db = Kysely<CoreTables & SendingTables & TelephonyTables>;
 
 export class TelephonyRepository {
   private readonly db: Db;
-  constructor(
-    db: Kysely<CoreTables> | Kysely<any>,
-    /** Take row locks for read-modify-write (PostgreSQL; SQLite serializes writers itself). */
-    private readonly lockRows = false,
-  ) {
+  constructor(db: Kysely<CoreTables> | Kysely<any>) {
     this.db = (db as Kysely<CoreTables>).withTables<SendingTables & TelephonyTables>();
   }
 
@@ -135,18 +131,6 @@ export class TelephonyRepository {
       .where('env_id', '=', envId)
       .where('number', '=', number)
       .execute();
-  }
-
-  /** Merges log fields into a delivery's `extra` (inbound replies), without touching its status. */
-  async mergeDeliveryExtra(deliveryId: string, fields: Record<string, unknown>, now: string): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      let q = trx.selectFrom('deliveries').select('extra').where('id', '=', deliveryId);
-      if (this.lockRows) q = q.forUpdate();
-      const row = await q.executeTakeFirst();
-      if (!row) return;
-      const extra = { ...(row.extra ? (JSON.parse(row.extra) as Record<string, unknown>) : {}), ...fields };
-      await trx.updateTable('deliveries').set({ extra: JSON.stringify(extra), updated_at: now }).where('id', '=', deliveryId).execute();
-    });
   }
 
   // --- local development carrier -------------------------------------------------------------

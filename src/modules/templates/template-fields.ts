@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { invalid } from '../../errors.js';
 import { CHANNELS, type Channel } from '../../http/schemas.js';
-import { TemplateRenderError, defaultRenderer } from '../../rendering/liquid.js';
+import { type LiquidRenderer, TemplateRenderError } from '../../rendering/liquid.js';
 
 /** Channels that have stored templates. VOICE has none: calls take inline scripts and agents. */
 export const TEMPLATE_CHANNELS = ['EMAIL', 'INAPP_WEB', 'SMS', 'CALL', 'PUSH', 'WEB_PUSH', 'SLACK'] as const satisfies readonly Channel[];
@@ -99,7 +99,7 @@ export const contentProperties = {
  * Refuses fields that do not apply to the channel and content that is not valid Liquid.
  * Returns the component ids the email html references.
  */
-export function validateContent(channel: TemplateChannel, fields: TemplateContent): { componentIds: string[] } {
+export function validateContent(renderer: LiquidRenderer, channel: TemplateChannel, fields: TemplateContent): { componentIds: string[] } {
   const content = fields as Record<string, unknown>;
   const allowed = CHANNEL_FIELDS[channel];
   const misplaced = Object.keys(content).filter((k) => content[k] !== undefined && !allowed.includes(k));
@@ -113,8 +113,8 @@ export function validateContent(channel: TemplateChannel, fields: TemplateConten
   for (const [field, value] of Object.entries(content)) {
     if (value === undefined || field === 'internal') continue;
     try {
-      if (channel === 'EMAIL' && field === 'html') componentIds = defaultRenderer.check(value as string, { html: true, field }).componentIds;
-      else checkDeep(value, field);
+      if (channel === 'EMAIL' && field === 'html') componentIds = renderer.check(value as string, { html: true, field }).componentIds;
+      else checkDeep(renderer, value, field);
     } catch (err) {
       if (err instanceof TemplateRenderError) {
         throw invalid(`Invalid Liquid in ${err.message}`, "Fix the merge-tag syntax: {{ name }}, {{ user.email }}, {% if %}...{% endif %}, {% for %}...{% endfor %}; filters must exist.");
@@ -125,8 +125,8 @@ export function validateContent(channel: TemplateChannel, fields: TemplateConten
   return { componentIds };
 }
 
-function checkDeep(value: unknown, field: string): void {
-  if (typeof value === 'string') defaultRenderer.check(value, { field });
-  else if (Array.isArray(value)) value.forEach((v, i) => checkDeep(v, `${field}[${i}]`));
-  else if (value !== null && typeof value === 'object') for (const [k, v] of Object.entries(value)) checkDeep(v, `${field}.${k}`);
+function checkDeep(renderer: LiquidRenderer, value: unknown, field: string): void {
+  if (typeof value === 'string') renderer.check(value, { field });
+  else if (Array.isArray(value)) value.forEach((v, i) => checkDeep(renderer, v, `${field}[${i}]`));
+  else if (value !== null && typeof value === 'object') for (const [k, v] of Object.entries(value)) checkDeep(renderer, v, `${field}.${k}`);
 }

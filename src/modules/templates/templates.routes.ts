@@ -1,13 +1,14 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
 import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { requireEnv } from '../auth/auth.service.js';
 import { componentRoutes } from '../components/components.routes.js';
+import type { ComponentsService } from '../components/components.service.js';
 import { PathId, typeRoutes } from '../types/types.routes.js';
+import type { TypesService } from '../types/types.service.js';
 import { DELIVERY_MODES, contentProperties } from './template-fields.js';
-import { TemplatesService } from './templates.service.js';
+import type { TemplatesService } from './templates.service.js';
 
 const TemplateSchema = Type.Object(
   {
@@ -23,19 +24,18 @@ const TemplateSchema = Type.Object(
 );
 
 /** Notification types, templates and email components. */
-export function templateRoutes(app: App, deps: Deps): void {
+export function templateRoutes(app: App, services: { types: TypesService; components: ComponentsService; templates: TemplatesService }): void {
   // The app's JSON parser (src/http/json-body.ts) reads an empty body as none, as the pingram SDK
   // sends on DELETE, and refuses __proto__ keys, NUL characters and deep nesting: no parser of its own here.
   app.register(async (plugin) => {
     const scope = plugin.withTypeProvider<TypeBoxTypeProvider>();
-    typeRoutes(scope, deps);
-    componentRoutes(scope, deps);
-    templateOnlyRoutes(scope, deps);
+    typeRoutes(scope, services.types);
+    componentRoutes(scope, services.components);
+    templateOnlyRoutes(scope, services.templates);
   });
 }
 
-function templateOnlyRoutes(app: App, deps: Deps): void {
-  const service = new TemplatesService(deps);
+function templateOnlyRoutes(app: App, service: TemplatesService): void {
   app.addSchema(TemplateSchema);
   const tags = ['templates'];
   const ref = Type.Ref('Template');

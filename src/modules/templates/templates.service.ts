@@ -1,6 +1,6 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
-import { COMPONENT_TAG_EXAMPLE } from '../../rendering/liquid.js';
+import { COMPONENT_TAG_EXAMPLE, LiquidRenderer } from '../../rendering/liquid.js';
 import { ensureType } from '../types/types.service.js';
 import {
   DELIVERY_MODES,
@@ -36,7 +36,11 @@ export interface ResolvedTemplate {
 export type TemplateBody = TemplateContent & { templateId: string };
 
 export class TemplatesService {
-  constructor(private readonly deps: Deps) {}
+  constructor(
+    private readonly deps: Deps,
+    /** Checks the Liquid of what is stored (its parse cache is this service's, or shared by the services object). */
+    private readonly renderer = new LiquidRenderer(),
+  ) {}
 
   private key(accountId: string, envId: string, notificationId: string, channel: string): TemplateKey {
     return { accountId, envId, notificationId, channel: parseTemplateChannel(channel) };
@@ -62,7 +66,7 @@ export class TemplatesService {
     const k = this.key(accountId, envId, notificationId, channel);
     const { templateId, ...content } = body;
     if (templateId === 'default-selection') throw invalid('"default-selection" is reserved.', 'Pick another templateId.');
-    const { componentIds } = validateContent(k.channel as TemplateChannel, content);
+    const { componentIds } = validateContent(this.renderer, k.channel as TemplateChannel, content);
     const now = this.deps.clock.now().toISOString();
     return this.writing(async (trx) => {
       const repo = new TemplatesRepository(trx);
@@ -101,12 +105,12 @@ export class TemplatesService {
     patch: TemplateContent,
   ): Promise<TemplateRecord> {
     const k = this.key(accountId, envId, notificationId, channel);
-    validateContent(k.channel as TemplateChannel, patch);
+    validateContent(this.renderer, k.channel as TemplateChannel, patch);
     return this.writing(async (trx) => {
       const repo = new TemplatesRepository(trx);
       const row = await this.findOrThrow(repo, k, templateId);
       const merged = clean({ ...(JSON.parse(row.content) as TemplateContent), ...patch });
-      const { componentIds } = validateContent(k.channel as TemplateChannel, merged);
+      const { componentIds } = validateContent(this.renderer, k.channel as TemplateChannel, merged);
       await this.requireComponents(repo, k, componentIds);
       await repo.updateContent(k, templateId, JSON.stringify(merged), this.deps.clock.now().toISOString());
       await repo.replaceComponentRefs(k, templateId, componentIds);

@@ -1,9 +1,8 @@
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
 import { ChannelSchema, MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { requireEnv } from '../auth/auth.service.js';
-import { TypesService } from './types.service.js';
+import type { TypesService } from './types.service.js';
 
 /** Notification ids and template ids appear in URL paths: no slash, bounded length. */
 export const PathId = Type.String({ minLength: 1, maxLength: 128, pattern: '^[^/]+$' });
@@ -55,8 +54,7 @@ const NotificationTypeSchema = Type.Object(
   { $id: 'NotificationType' },
 );
 
-export function typeRoutes(app: App, deps: Deps): void {
-  const service = new TypesService(deps);
+export function typeRoutes(app: App, service: TypesService): void {
   app.addSchema(NotificationTypeSchema);
   const tags = ['types'];
   const ref = Type.Ref('NotificationType');

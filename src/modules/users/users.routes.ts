@@ -1,15 +1,13 @@
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
 import { invalid } from '../../errors.js';
 import { MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { requireEnv } from '../auth/auth.service.js';
 import { EnvQuery, IdentifyBody, ListQuery, SuppressionParams, UserIdParams, UserSchema } from './users.schemas.js';
-import { UsersService } from './users.service.js';
+import type { UsersService } from './users.service.js';
 import { validateUserId } from './users.validation.js';
 
-export function userRoutes(app: App, deps: Deps): void {
-  const service = new UsersService(deps);
+export function userRoutes(app: App, service: UsersService): void {
   app.addSchema(UserSchema);
   const user = Type.Ref('User');
   const tags = ['users'];

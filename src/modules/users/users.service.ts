@@ -314,19 +314,22 @@ const PATCH_COLUMNS = {
 export function recipientColumns(patch: IdentifyPatch): string {
   let mask = 0;
   for (const field in patch) mask |= PATCH_BITS[field as keyof IdentifyPatch] ?? 0;
-  let columns = columnLists.get(mask);
-  if (columns === undefined) {
-    const names = new Set<string>(['email', 'number']);
-    PATCH_FIELDS.forEach((field, bit) => mask & (1 << bit) && names.add(PATCH_COLUMNS[field]));
-    columns = [...names].join(', ');
-    columnLists.set(mask, columns);
-  }
-  return columns;
+  return COLUMN_LISTS[mask]!;
 }
 
 const PATCH_FIELDS = Object.keys(PATCH_COLUMNS) as (keyof IdentifyPatch)[];
 const PATCH_BITS = Object.fromEntries(PATCH_FIELDS.map((field, bit) => [field, 1 << bit])) as Record<keyof IdentifyPatch, number>;
-const columnLists = new Map<number, string>();
+/**
+ * The column list of every patch shape (mask of the fields it sets), computed once at load: 2^8
+ * short strings, a constant table rather than a cache that fills as sends arrive.
+ */
+const COLUMN_LISTS: readonly string[] = Object.freeze(
+  Array.from({ length: 1 << PATCH_FIELDS.length }, (_, mask) => {
+    const names = new Set<string>(['email', 'number']);
+    PATCH_FIELDS.forEach((field, bit) => mask & (1 << bit) && names.add(PATCH_COLUMNS[field]));
+    return [...names].join(', ');
+  }),
+);
 
 function emptyRow(accountId: string, envId: string, id: string, now: string): UserRow {
   return {

@@ -2,19 +2,18 @@ import { CALLBACK_PATHS, publicBase, telephonyClient } from '../../../channels/t
 import { sayTwiml } from '../../../channels/telephony/twiml.js';
 import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
-import { NumbersService } from '../../telephony/numbers.service.js';
-import { UsersService } from '../../users/users.service.js';
+import type { NumbersService } from '../../telephony/numbers.service.js';
+import type { UsersService } from '../../users/users.service.js';
 import { type ManagedExecutor, str } from './types.js';
 
 /** Events Clarion asks the carrier to report; `completed` (and busy, no-answer, ...) always come. */
 export const CALL_STATUS_EVENTS = ['initiated', 'ringing', 'answered', 'completed'];
 
 /** Automated calls that speak the text (TwiML <Say>), over the Twilio REST protocol. */
-export function callExecutor(deps: Deps): ManagedExecutor | null {
+export function callExecutor(deps: Deps, services: { numbers: NumbersService; users: UsersService }): ManagedExecutor | null {
   const client = telephonyClient(deps);
   if (!client) return null;
-  const numbers = new NumbersService(deps);
-  const users = new UsersService(deps);
+  const { numbers, users } = services;
 
   return {
     fromInline: (body) => (body.call ? { text: body.call.message } : null),

@@ -1,7 +1,14 @@
-import { EmailProviders } from '../../../channels/email/registry.js';
+import type { MailCatcherStore } from '../../../channels/email/mail-catcher.js';
+import { type EmailStores, EmailProviders } from '../../../channels/email/registry.js';
 import type { Deps } from '../../../deps.js';
-import { InappService } from '../../inapp/inapp.service.js';
-import { OutboxRepository } from '../../outbox/outbox.repository.js';
+import type { InappService } from '../../inapp/inapp.service.js';
+import type { ApnSettingsService } from '../../push/apn-settings.service.js';
+import type { FcmSettingsService } from '../../push/fcm.service.js';
+import type { WebPushService } from '../../push/web-push.service.js';
+import type { SlackSettingsService } from '../../slack/slack.service.js';
+import type { NumbersService } from '../../telephony/numbers.service.js';
+import type { TelephonyRepository } from '../../telephony/telephony.repository.js';
+import type { UsersService } from '../../users/users.service.js';
 import type { SendChannel } from '../channels.js';
 import { callExecutor } from './call.js';
 import { emailExecutor } from './email.js';
@@ -14,17 +21,30 @@ import { webPushExecutor } from './web-push.js';
 
 export type { Executors } from './types.js';
 
+/** The services the executors call (the process's services object has them all). */
+export interface ExecutorServices {
+  users: UsersService;
+  inapp: InappService;
+  numbers: NumbersService;
+  webPush: WebPushService;
+  apnSettings: ApnSettingsService;
+  fcmSettings: FcmSettingsService;
+  slackSettings: SlackSettingsService;
+  repositories: { telephony: TelephonyRepository; mailCatcher: MailCatcherStore; emailSettings: EmailStores['settings'] };
+}
+
 /** Every channel this process can deliver; a channel without an executor is routed CHANNEL_UNAVAILABLE. */
-export function buildExecutors(deps: Deps): { executors: Executors; close(): Promise<void> } {
-  const emailProviders = new EmailProviders(deps, new OutboxRepository(deps.db));
+export function buildExecutors(deps: Deps, services: ExecutorServices): { executors: Executors; close(): Promise<void> } {
+  const { mailCatcher, emailSettings } = services.repositories;
+  const emailProviders = new EmailProviders(deps, { caught: mailCatcher, settings: emailSettings });
   const candidates: [SendChannel, ManagedExecutor | null][] = [
     ['EMAIL', { ...emailExecutor(deps.config, emailProviders), close: () => emailProviders.close() }],
-    ['INAPP_WEB', inappExecutor(new InappService(deps))],
-    ['SMS', smsExecutor(deps)],
-    ['CALL', callExecutor(deps)],
-    ['PUSH', mobilePushExecutor(deps)],
-    ['WEB_PUSH', webPushExecutor(deps)],
-    ['SLACK', slackExecutor(deps)],
+    ['INAPP_WEB', inappExecutor(services.inapp)],
+    ['SMS', smsExecutor(deps, services)],
+    ['CALL', callExecutor(deps, services)],
+    ['PUSH', mobilePushExecutor(deps, services)],
+    ['WEB_PUSH', webPushExecutor(deps, services)],
+    ['SLACK', slackExecutor(deps, services)],
   ];
   const executors: Executors = {};
   for (const [channel, executor] of candidates) if (executor) executors[channel] = executor;

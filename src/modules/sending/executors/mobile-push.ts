@@ -4,9 +4,9 @@ import { createFcmProvider } from '../../../channels/push/fcm.js';
 import type { MobilePushMessage, MobilePushProvider, PushScope, PushToken } from '../../../channels/push/types.js';
 import { DeliveryError, type DeliveryResult } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
-import { ApnSettingsService } from '../../push/apn-settings.service.js';
-import { FcmSettingsService } from '../../push/fcm.service.js';
-import { UsersService } from '../../users/users.service.js';
+import type { ApnSettingsService } from '../../push/apn-settings.service.js';
+import type { FcmSettingsService } from '../../push/fcm.service.js';
+import type { UsersService } from '../../users/users.service.js';
 import { type ManagedExecutor, str } from './types.js';
 
 type TokenOutcome = { token: PushToken; result: DeliveryResult } | { token: PushToken; error: DeliveryError };
@@ -17,10 +17,11 @@ type TokenOutcome = { token: PushToken; result: DeliveryResult } | { token: Push
  * the provider calls invalid is removed from the user; when no device accepted it, the delivery
  * is retried if any failure was transient, and fails otherwise.
  */
-export function mobilePushExecutor(deps: Deps): ManagedExecutor | null {
-  const users = new UsersService(deps);
-  const apnSettings = new ApnSettingsService(deps);
-  const fcmSettings = new FcmSettingsService(deps);
+export function mobilePushExecutor(
+  deps: Deps,
+  services: { users: UsersService; apnSettings: ApnSettingsService; fcmSettings: FcmSettingsService },
+): ManagedExecutor | null {
+  const { users, apnSettings, fcmSettings } = services;
   const caFile = deps.config.apnsCaFile;
   const providers: Record<PushToken['type'], MobilePushProvider> = {
     // Gateways from config, credentials per environment.

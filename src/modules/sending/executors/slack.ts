@@ -3,8 +3,8 @@ import type { SlackContent, SlackPostOptions } from '../../../channels/slack/mes
 import { SlackSender } from '../../../channels/slack/sender.js';
 import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
-import { SlackSettingsService } from '../../slack/slack.service.js';
-import { UsersService } from '../../users/users.service.js';
+import type { SlackSettingsService } from '../../slack/slack.service.js';
+import type { UsersService } from '../../users/users.service.js';
 import type { SlackToken } from '../../users/users.types.js';
 import { type ManagedExecutor, str } from './types.js';
 
@@ -23,9 +23,8 @@ export function userSlackToken(token: SlackToken | undefined): string | undefine
   return user || undefined;
 }
 
-export function slackExecutor(deps: Deps): ManagedExecutor {
-  const users = new UsersService(deps);
-  const settings = new SlackSettingsService(deps);
+export function slackExecutor(deps: Deps, services: { users: UsersService; slackSettings: SlackSettingsService }): ManagedExecutor {
+  const { users, slackSettings: settings } = services;
   const sender = new SlackSender(new SlackClients({ apiUrl: deps.config.slackApiUrl, logger: deps.logger }), deps.clock);
   return {
     fromInline: (body) => {

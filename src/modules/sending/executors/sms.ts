@@ -2,21 +2,23 @@ import { CALLBACK_PATHS, publicBase, telephonyClient } from '../../../channels/t
 import { mediaUrlProblem, smsEncoding } from '../../../channels/telephony/sms-content.js';
 import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
-import { NumbersService } from '../../telephony/numbers.service.js';
-import { TelephonyRepository } from '../../telephony/telephony.repository.js';
-import { UsersService } from '../../users/users.service.js';
+import type { NumbersService } from '../../telephony/numbers.service.js';
+import type { TelephonyRepository } from '../../telephony/telephony.repository.js';
+import type { UsersService } from '../../users/users.service.js';
 import { type ManagedExecutor, str } from './types.js';
 
 /**
  * SMS and MMS over the Twilio REST protocol (Twilio, or the built-in development carrier when no
  * Twilio credentials are configured). Delivery is confirmed later by the signed status callback.
  */
-export function smsExecutor(deps: Deps): ManagedExecutor | null {
+export function smsExecutor(
+  deps: Deps,
+  services: { numbers: NumbersService; users: UsersService; repositories: { telephony: TelephonyRepository } },
+): ManagedExecutor | null {
   const client = telephonyClient(deps);
   if (!client) return null;
-  const numbers = new NumbersService(deps);
-  const users = new UsersService(deps);
-  const repo = new TelephonyRepository(deps.db);
+  const { numbers, users } = services;
+  const repo = services.repositories.telephony;
 
   return {
     fromInline: (body) => {

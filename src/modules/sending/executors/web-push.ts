@@ -2,12 +2,14 @@ import { createHash } from 'node:crypto';
 import { WebPushSender, type WebPushOutcome, type WebPushSenderOptions, webPushPayload } from '../../../channels/push/web-push.js';
 import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
-import { WebPushService } from '../../push/web-push.service.js';
-import { UsersService } from '../../users/users.service.js';
+import type { WebPushService } from '../../push/web-push.service.js';
+import type { UsersService } from '../../users/users.service.js';
 import { type ManagedExecutor, str } from './types.js';
 
 /** Web push to every browser subscription of the user; VAPID keys per environment. */
-export function webPushExecutor(deps: Deps, overrides: Partial<WebPushSenderOptions> = {}): ManagedExecutor {
+type WebPushExecutorServices = { users: UsersService; webPush: WebPushService };
+
+export function webPushExecutor(deps: Deps, services: WebPushExecutorServices, overrides: Partial<WebPushSenderOptions> = {}): ManagedExecutor {
   const sender = new WebPushSender({
     now: () => deps.clock.now(),
     allowPrivateNetworks: deps.config.allowPrivateNetworks,
@@ -15,14 +17,13 @@ export function webPushExecutor(deps: Deps, overrides: Partial<WebPushSenderOpti
     urgency: deps.config.webPushUrgency,
     ...overrides,
   });
-  return createWebPushExecutor(deps, sender);
+  return createWebPushExecutor(deps, services, sender);
 }
 
 type Failure = Extract<WebPushOutcome, { ok: false }>;
 
-export function createWebPushExecutor(deps: Deps, sender: WebPushSender): ManagedExecutor {
-  const users = new UsersService(deps);
-  const keys = new WebPushService(deps);
+export function createWebPushExecutor(deps: Deps, services: WebPushExecutorServices, sender: WebPushSender): ManagedExecutor {
+  const { users, webPush: keys } = services;
   return {
     fromInline: (body) => (body.web_push ? { title: body.web_push.title, message: body.web_push.message, icon: body.web_push.icon, url: body.web_push.url } : null),
     preview: (c) => str(c.title) ?? '',

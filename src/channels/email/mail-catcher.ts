@@ -1,10 +1,10 @@
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import type { Deps } from '../../deps.js';
 import type { DeliveryResult, EmailMessage, EmailProvider } from '../types.js';
-import { composeEmail } from './compose.js';
+import { PlainTextCache, composeEmail } from './compose.js';
 
-/** What the outbox records per attachment (the bytes themselves are in the raw MIME). */
-export interface OutboxAttachmentMeta {
+/** What the mail catcher records per attachment (the bytes themselves are in the raw MIME). */
+export interface CaughtAttachmentMeta {
   filename: string;
   contentType?: string;
   size: number;
@@ -54,8 +54,8 @@ export interface CaughtEmail {
   created_at: string;
 }
 
-/** Where the mail catcher keeps what it catches (modules/outbox's repository is it). */
-export interface OutboxStore {
+/** Where the mail catcher keeps what it catches (src/local-providers/mail-catcher's repository is it). */
+export interface MailCatcherStore {
   /** Stores the email once per (tracking id, recipient); answers the stored row's id. */
   insertOnce(row: CaughtEmail): Promise<string>;
 }
@@ -65,20 +65,22 @@ export interface OutboxStore {
  * would carry (same composer), and keeps it in `outbox_messages` for the account and environment
  * instead of sending it. Nothing leaves the machine.
  */
-export class OutboxEmailProvider implements EmailProvider {
+export class MailCatcherEmailProvider implements EmailProvider {
+  /** The name the API shows for it (GET /settings/email/smtp "provider", GET /outbox). */
   readonly name = 'outbox';
+  private readonly plainText = new PlainTextCache();
 
   constructor(
     private readonly deps: Pick<Deps, 'ids' | 'clock'>,
-    private readonly repo: OutboxStore,
+    private readonly repo: MailCatcherStore,
     private readonly options: { allowPrivateNetworks?: boolean } = {},
   ) {}
 
   async send(message: EmailMessage): Promise<DeliveryResult> {
-    const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks });
+    const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks }, this.plainText);
     // MailComposer builds what the SMTP transport would carry (no Bcc header; the stream transport keeps it).
     const raw = (await new MailComposer(composed.options).compile().build()).toString('utf8');
-    const attachments: OutboxAttachmentMeta[] = composed.attachments.map((a) => ({
+    const attachments: CaughtAttachmentMeta[] = composed.attachments.map((a) => ({
       filename: a.filename,
       ...(a.contentType ? { contentType: a.contentType } : {}),
       size: a.content.length,

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { CALLBACK_PATHS, devCarrierCredentials, publicBase } from '../../channels/telephony/endpoint.js';
 import { type FormParams, encodeForm, field, twilioSignature } from '../../channels/telephony/signature.js';
 import { smsEncoding } from '../../channels/telephony/sms-content.js';
@@ -6,9 +5,9 @@ import { spokenText } from '../../channels/telephony/twiml.js';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
 import { safeEqual } from '../../secrets.js';
-import { normalizePhoneNumber } from '../users/users.validation.js';
-import { NumbersService } from './numbers.service.js';
-import { type DevCarrierRow, TelephonyRepository } from './telephony.repository.js';
+import type { NumbersService } from '../../modules/telephony/numbers.service.js';
+import type { DevCarrierRow, TelephonyRepository } from '../../modules/telephony/telephony.repository.js';
+import { normalizePhoneNumber } from '../../modules/users/users.validation.js';
 
 /**
  * The local development carrier: the far end of the Twilio REST protocol, built into Clarion
@@ -78,16 +77,22 @@ export interface DevCarrierMessageView {
 }
 
 export class DevCarrier {
-  private readonly repo: TelephonyRepository;
-  private readonly numbers: NumbersService;
   private readonly credentials: { accountSid: string; authToken: string };
   /** Callback sequences under way, awaited at shutdown so none is cut mid-flight. */
   private readonly inFlight = new Set<Promise<void>>();
 
-  constructor(private readonly deps: Deps) {
-    this.repo = new TelephonyRepository(deps.db);
-    this.numbers = new NumbersService(deps);
+  /** `repo`: its records live in the telephony tables (dev_carrier_messages, migration 0060). */
+  constructor(
+    private readonly deps: Deps,
+    private readonly numbers: NumbersService,
+    private readonly repo: TelephonyRepository,
+  ) {
     this.credentials = devCarrierCredentials(deps.secrets);
+  }
+
+  /** A Twilio sid's 32 hex digits, from the injected id source (a UUID without its dashes). */
+  private sidDigits(): string {
+    return this.deps.ids.uuid().replace(/-/g, '');
   }
 
   /** Basic AccountSid:AuthToken, and the path's account must be that account (as Twilio answers 20003 / 20404). */
@@ -117,7 +122,7 @@ export class DevCarrier {
   private outboundRow(kind: 'sms' | 'call', from: string, to: string, params: FormParams, fields: Partial<DevCarrierRow>): DevCarrierRow {
     const now = this.now();
     return {
-      sid: `${kind === 'sms' ? 'SM' : 'CA'}${randomBytes(16).toString('hex')}`,
+      sid: `${kind === 'sms' ? 'SM' : 'CA'}${this.sidDigits()}`,
       kind,
       direction: 'outbound',
       account_id: null,
@@ -233,7 +238,7 @@ export class DevCarrier {
     const now = this.now();
     const media = input.mediaUrls ?? [];
     const row: DevCarrierRow = {
-      sid: `SM${randomBytes(16).toString('hex')}`,
+      sid: `SM${this.sidDigits()}`,
       kind: 'sms',
       direction: 'inbound',
       account_id: scope.accountId,

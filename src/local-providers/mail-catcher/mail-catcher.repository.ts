@@ -1,31 +1,22 @@
 import type { Kysely, Selectable } from 'kysely';
-import type { CaughtEmail } from '../../channels/email/outbox.js';
-import { type EnvScope, EnvSettingsRepository } from '../../storage/env-settings.js';
+import type { CaughtEmail } from '../../channels/email/mail-catcher.js';
+import type { EnvScope } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 
-/** Row types of migration 0030_email: the mail catcher's record is its own (channels/email/outbox.ts). */
-export type OutboxMessagesTable = CaughtEmail;
-
-export interface EmailSettingsTable {
-  env_id: string;
-  account_id: string;
-  smtp_url_enc: string;
-  created_at: string;
-  updated_at: string;
-}
-
-export type EmailTables = {
-  outbox_messages: OutboxMessagesTable;
-  email_settings: EmailSettingsTable;
+/**
+ * Row type of `outbox_messages` (migration 0030_email; the table keeps its name): the mail
+ * catcher's record is its own (channels/email/mail-catcher.ts).
+ */
+export type MailCatcherTables = {
+  outbox_messages: CaughtEmail;
 };
 
-export type OutboxRow = Selectable<OutboxMessagesTable>;
-export type OutboxSummaryRow = Omit<OutboxRow, 'raw' | 'html' | 'text' | 'headers'>;
-export type EmailSettingsRow = Selectable<EmailSettingsTable>;
+export type CaughtEmailRow = Selectable<CaughtEmail>;
+export type CaughtEmailSummaryRow = Omit<CaughtEmailRow, 'raw' | 'html' | 'text' | 'headers'>;
 
-export type OutboxScope = EnvScope;
+export type MailCatcherScope = EnvScope;
 
-export interface OutboxListQuery {
+export interface CaughtEmailListQuery {
   to?: string;
   trackingId?: string;
   limit: number;
@@ -55,16 +46,15 @@ const SUMMARY_COLUMNS = [
   'created_at',
 ] as const;
 
-export class OutboxRepository {
-  private readonly settings: EnvSettingsRepository<EmailSettingsRow>;
-  private readonly db: Kysely<CoreTables & EmailTables>;
+/** Kysely only: what the mail catcher caught, every query scoped by account and environment. */
+export class MailCatcherRepository {
+  private readonly db: Kysely<CoreTables & MailCatcherTables>;
   constructor(db: Kysely<CoreTables> | Kysely<any>) {
-    this.settings = new EnvSettingsRepository<EmailSettingsRow>(db, 'email_settings');
-    this.db = (db as Kysely<CoreTables>).withTables<EmailTables>();
+    this.db = (db as Kysely<CoreTables>).withTables<MailCatcherTables>();
   }
 
   /** Stores a message once per Message-ID; returns the id of the stored row (new or earlier). */
-  async insertOnce(row: OutboxRow): Promise<string> {
+  async insertOnce(row: CaughtEmailRow): Promise<string> {
     await this.db
       .insertInto('outbox_messages')
       .values(row)
@@ -80,7 +70,7 @@ export class OutboxRepository {
     return stored.id;
   }
 
-  list(scope: OutboxScope, query: OutboxListQuery): Promise<OutboxSummaryRow[]> {
+  list(scope: MailCatcherScope, query: CaughtEmailListQuery): Promise<CaughtEmailSummaryRow[]> {
     let q = this.db
       .selectFrom('outbox_messages')
       .select(SUMMARY_COLUMNS)
@@ -95,7 +85,7 @@ export class OutboxRepository {
     return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(query.limit).execute();
   }
 
-  find(scope: OutboxScope, id: string): Promise<OutboxRow | undefined> {
+  find(scope: MailCatcherScope, id: string): Promise<CaughtEmailRow | undefined> {
     return this.db
       .selectFrom('outbox_messages')
       .selectAll()
@@ -103,17 +93,5 @@ export class OutboxRepository {
       .where('env_id', '=', scope.envId)
       .where('id', '=', id)
       .executeTakeFirst();
-  }
-
-  findSettings(scope: OutboxScope): Promise<EmailSettingsRow | undefined> {
-    return this.settings.find(scope);
-  }
-
-  upsertSettings(row: EmailSettingsRow): Promise<void> {
-    return this.settings.upsert(row);
-  }
-
-  deleteSettings(scope: OutboxScope): Promise<boolean> {
-    return this.settings.delete(scope);
   }
 }

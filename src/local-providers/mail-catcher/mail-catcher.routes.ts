@@ -1,9 +1,8 @@
 import { Type } from '@sinclair/typebox';
-import type { Deps } from '../../deps.js';
-import { MessageSchema, withErrors } from '../../http/schemas.js';
+import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
-import { type AuthContext, requireEnv } from '../auth/auth.service.js';
-import { OutboxService } from './outbox.service.js';
+import { type AuthContext, requireEnv } from '../../modules/auth/auth.service.js';
+import type { MailCatcherService } from './mail-catcher.service.js';
 
 const Address = Type.Object({ name: Type.Optional(Type.String()), address: Type.String() });
 
@@ -45,16 +44,11 @@ const OutboxDetailSchema = Type.Object({
     raw: Type.Optional(Type.String({ description: 'the message/rfc822 source, with ?includeRaw=true' })),
 });
 
-const SmtpSettingSchema = Type.Object({
-  url: Type.Union([Type.String(), Type.Null()], { description: "this environment's SMTP URL, password masked" }),
-  provider: Type.Union([Type.Literal('smtp'), Type.Literal('outbox')]),
-  source: Type.Union([Type.Literal('environment'), Type.Literal('server'), Type.Literal('default')]),
-  updatedAt: Type.Optional(Type.String()),
-});
-
-/** The local mail outbox, and the per-environment SMTP setting that decides whether mail goes there. */
-export function outboxRoutes(app: App, deps: Deps): void {
-  const service = new OutboxService(deps);
+/**
+ * The mail catcher's API, GET /outbox: mail kept locally because no SMTP server is configured
+ * (the public paths keep the name "outbox"; the per-environment SMTP setting is modules/email's).
+ */
+export function mailCatcherRoutes(app: App, service: MailCatcherService): void {
   app.addSchema(OutboxSummarySchema);
   const tags = ['outbox'];
   const scope = (auth: AuthContext) => ({ accountId: auth.accountId, envId: requireEnv(auth) });
@@ -109,41 +103,6 @@ export function outboxRoutes(app: App, deps: Deps): void {
         .type('message/rfc822')
         .header('content-disposition', `inline; filename="${req.params.id.replace(/[^\w.-]/g, '')}.eml"`)
         .send(raw);
-    },
-  );
-
-  const settingTags = ['settings'];
-  app.get(
-    '/settings/email/smtp',
-    { schema: { tags: settingTags, summary: "The environment's SMTP server (masked) and what its mail goes through", response: withErrors({ 200: SmtpSettingSchema }) } },
-    (req) => service.getSmtpSetting(scope(req.auth)),
-  );
-
-  app.put(
-    '/settings/email/smtp',
-    {
-      schema: {
-        tags: settingTags,
-        summary: "Send this environment's mail through its own SMTP server (password encrypted at rest)",
-        body: Type.Object(
-          {
-            url: Type.String({ minLength: 8, maxLength: 2000, description: 'smtp://user:pass@host:587 or smtps://user:pass@host:465' }),
-            verify: Type.Optional(Type.Boolean({ description: 'connect and authenticate before saving (502 PROVIDER_ERROR when that fails)' })),
-          },
-          { additionalProperties: false },
-        ),
-        response: withErrors({ 200: SmtpSettingSchema, 502: Type.Ref('ErrorBody') }),
-      },
-    },
-    (req) => service.putSmtpSetting(scope(req.auth), req.body.url, req.body.verify ?? false),
-  );
-
-  app.delete(
-    '/settings/email/smtp',
-    { schema: { tags: settingTags, summary: "Remove the environment's SMTP server (mail falls back to the server default)", response: withErrors({ 200: MessageSchema }) } },
-    async (req) => {
-      await service.deleteSmtpSetting(scope(req.auth));
-      return { message: 'SMTP setting removed' };
     },
   );
 }

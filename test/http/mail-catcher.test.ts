@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { simpleParser } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OutboxEmailProvider } from '../../src/channels/email/outbox.js';
-import { OutboxRepository } from '../../src/modules/outbox/outbox.repository.js';
+import { MailCatcherEmailProvider } from '../../src/channels/email/mail-catcher.js';
 import { EmailProviders } from '../../src/channels/email/registry.js';
 import type { EmailMessage } from '../../src/channels/types.js';
 import type { CreatedAccount } from '../../src/modules/accounts/bootstrap.js';
-import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
+import { ManualClock, type TestContext, createTestContext, emailStoresOf } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
 const png = randomBytes(1200);
@@ -28,7 +27,7 @@ function message(account: CreatedAccount, n: number, overrides: Partial<EmailMes
   };
 }
 
-describe.each(STORAGE_KINDS)('local outbox (%s)', (kind) => {
+describe.each(STORAGE_KINDS)('mail catcher, GET /outbox (%s)', (kind) => {
   let t: TestContext;
   let providers: EmailProviders;
   const clock = new ManualClock();
@@ -36,9 +35,9 @@ describe.each(STORAGE_KINDS)('local outbox (%s)', (kind) => {
 
   beforeAll(async () => {
     t = await createTestContext(kind, { clock });
-    providers = new EmailProviders(t.deps, new OutboxRepository(t.deps.db));
+    providers = new EmailProviders(t.deps, emailStoresOf(t));
     const provider = await providers.forEnvironment(t.account.accountId, t.account.clientId);
-    expect(provider).toBeInstanceOf(OutboxEmailProvider);
+    expect(provider).toBeInstanceOf(MailCatcherEmailProvider);
     for (let n = 1; n <= 5; n++) {
       const m = message(t.account, n, n === 3 ? { to: { address: 'Shared@Example.test' } } : {});
       await provider.send(m);
@@ -134,7 +133,7 @@ describe.each(STORAGE_KINDS)('local outbox (%s)', (kind) => {
   });
 
   it('stores a retried delivery (same Message-ID) once', async () => {
-    const provider = providers.outbox;
+    const provider = providers.mailCatcher;
     const m = message(t.account, 9);
     const a = await provider.send(m);
     const b = await provider.send(m);
@@ -146,7 +145,7 @@ describe.each(STORAGE_KINDS)('local outbox (%s)', (kind) => {
   it('keeps accounts apart and answers 404 for unknown or foreign ids', async () => {
     const other = await t.newAccount();
     const otherAuth = { authorization: `Bearer ${other.apiKey}` };
-    await providers.outbox.send(message(other, 42));
+    await providers.mailCatcher.send(message(other, 42));
     const theirs = (await get('/outbox', otherAuth)).json().messages;
     expect(theirs.map((m: { trackingId: string }) => m.trackingId)).toEqual(['trk-42']);
     const mine = (await get('/outbox')).json().messages;

@@ -1,11 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { OutboxEmailProvider } from '../../src/channels/email/outbox.js';
-import { OutboxRepository } from '../../src/modules/outbox/outbox.repository.js';
+import { MailCatcherEmailProvider } from '../../src/channels/email/mail-catcher.js';
 import { EmailProviders, createEmailProvider } from '../../src/channels/email/registry.js';
 import { SmtpEmailProvider } from '../../src/channels/email/smtp.js';
 import type { EmailMessage } from '../../src/channels/types.js';
 import type { CreatedAccount } from '../../src/modules/accounts/bootstrap.js';
-import { type TestContext, createTestContext } from '../helpers/context.js';
+import { type TestContext, createTestContext, emailStoresOf } from '../helpers/context.js';
 import { type SmtpPeer, startSmtpPeer } from '../helpers/smtp-peer.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
@@ -42,8 +41,8 @@ describe.each(STORAGE_KINDS)('per-environment SMTP setting (%s)', (kind) => {
     const res = await req('GET');
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ url: null, provider: 'outbox', source: 'default' });
-    providers = new EmailProviders(t.deps, new OutboxRepository(t.deps.db));
-    expect(await providers.forEnvironment(t.account.accountId, t.account.clientId)).toBeInstanceOf(OutboxEmailProvider);
+    providers = new EmailProviders(t.deps, emailStoresOf(t));
+    expect(await providers.forEnvironment(t.account.accountId, t.account.clientId)).toBeInstanceOf(MailCatcherEmailProvider);
   });
 
   it('rejects malformed URLs and unknown fields', async () => {
@@ -78,7 +77,7 @@ describe.each(STORAGE_KINDS)('per-environment SMTP setting (%s)', (kind) => {
     expect(row.smtp_url_enc).not.toContain('s3cret');
     expect(t.deps.secrets.decrypt(row.smtp_url_enc)).toBe(peer.url);
 
-    providers = new EmailProviders(t.deps, new OutboxRepository(t.deps.db));
+    providers = new EmailProviders(t.deps, emailStoresOf(t));
     const provider = await providers.forEnvironment(t.account.accountId, t.account.clientId);
     expect(provider).toBeInstanceOf(SmtpEmailProvider);
     const before = peer.messages.length;
@@ -93,7 +92,7 @@ describe.each(STORAGE_KINDS)('per-environment SMTP setting (%s)', (kind) => {
 
     // Another account's environment is untouched.
     const other = await t.newAccount();
-    expect(await providers.forEnvironment(other.accountId, other.clientId)).toBeInstanceOf(OutboxEmailProvider);
+    expect(await providers.forEnvironment(other.accountId, other.clientId)).toBeInstanceOf(MailCatcherEmailProvider);
     const theirs = await req('GET', undefined, { authorization: `Bearer ${other.apiKey}` });
     expect(theirs.json()).toEqual({ url: null, provider: 'outbox', source: 'default' });
     expect((await req('DELETE', undefined, { authorization: `Bearer ${other.apiKey}` })).statusCode).toBe(404);
@@ -103,8 +102,8 @@ describe.each(STORAGE_KINDS)('per-environment SMTP setting (%s)', (kind) => {
     const res = await req('DELETE');
     expect(res.statusCode).toBe(200);
     expect((await req('GET')).json().source).toBe('default');
-    providers = new EmailProviders(t.deps, new OutboxRepository(t.deps.db));
-    expect(await providers.forEnvironment(t.account.accountId, t.account.clientId)).toBeInstanceOf(OutboxEmailProvider);
+    providers = new EmailProviders(t.deps, emailStoresOf(t));
+    expect(await providers.forEnvironment(t.account.accountId, t.account.clientId)).toBeInstanceOf(MailCatcherEmailProvider);
     const again = await req('DELETE');
     expect(again.statusCode).toBe(404);
     expect(again.json().error.code).toBe('NOT_FOUND');
@@ -133,17 +132,17 @@ describe('SMTP setting without private networks', () => {
       const res = await withServer.app.inject({ method: 'GET', url: '/settings/email/smtp', headers: withServer.auth });
       expect(res.json()).toEqual({ url: null, provider: 'smtp', source: 'server' });
       // The operator's own server is trusted: no guard on it, even on loopback.
-      const providers = new EmailProviders(withServer.deps, new OutboxRepository(withServer.deps.db));
+      const providers = new EmailProviders(withServer.deps, emailStoresOf(withServer));
       const provider = await providers.forEnvironment(withServer.account.accountId, withServer.account.clientId);
       expect(provider).toBeInstanceOf(SmtpEmailProvider);
       await provider.send(mail(withServer.account, 7));
       expect((await peer.waitFor(1))[0]!.parsed.subject).toBe('S7');
       await providers.close();
 
-      const single = createEmailProvider(withServer.deps, new OutboxRepository(withServer.deps.db));
+      const single = createEmailProvider(withServer.deps, withServer.services.repositories.mailCatcher);
       expect(single).toBeInstanceOf(SmtpEmailProvider);
       await single.close();
-      expect(createEmailProvider(t.deps, new OutboxRepository(t.deps.db))).toBeInstanceOf(OutboxEmailProvider);
+      expect(createEmailProvider(t.deps, t.services.repositories.mailCatcher)).toBeInstanceOf(MailCatcherEmailProvider);
     } finally {
       await withServer.close();
       await peer.close();

@@ -1,0 +1,97 @@
+// The raw baseline of the email bench, in its own process as Clarion's worker is: sends EMAILS
+// mails to the SMTP sink at 127.0.0.1:SINK_PORT with SENDER's way, then exits.
+import nodemailer from 'nodemailer';
+import MailComposer from 'nodemailer/lib/mail-composer';
+import SMTPConnection from 'nodemailer/lib/smtp-connection';
+
+const HTML = '<h1>Hello</h1><p>Your order has shipped. Track it in your account.</p>';
+const FROM = 'notifications@clarion.localhost';
+const CONNECTIONS = 5;
+const MESSAGES_PER_CONNECTION = 100;
+
+const mail = (i: number) => ({
+  from: { name: 'Clarion', address: FROM },
+  to: `user${i}@example.com`,
+  subject: 'Your order shipped',
+  html: HTML,
+  text: 'Hello. Your order has shipped.',
+});
+
+/** nodemailer's pooled SMTP transport as its documentation shows it: one transport, every mail handed to it. */
+async function nodemailerPool(port: number, n: number): Promise<void> {
+  const transport = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port,
+    secure: false,
+    ignoreTLS: true,
+    pool: true,
+    maxConnections: CONNECTIONS,
+    maxMessages: MESSAGES_PER_CONNECTION,
+  });
+  await Promise.all(Array.from({ length: n }, (_, i) => transport.sendMail(mail(i))));
+  transport.close();
+}
+
+/** The pooled transport handed each mail as one buffer built beforehand (MailComposer), the `raw` option. */
+async function nodemailerPoolPrebuilt(port: number, n: number): Promise<void> {
+  const transport = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port,
+    secure: false,
+    ignoreTLS: true,
+    pool: true,
+    maxConnections: CONNECTIONS,
+    maxMessages: MESSAGES_PER_CONNECTION,
+  });
+  await Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      const raw = await new MailComposer(mail(i)).compile().build();
+      return transport.sendMail({ envelope: { from: FROM, to: [`user${i}@example.com`] }, raw });
+    }),
+  );
+  transport.close();
+}
+
+/**
+ * nodemailer one level down: five SMTPConnection loops, a new connection every 100 mails, each
+ * mail built by MailComposer; no transport, no queue, no pool bookkeeping.
+ */
+async function nodemailerConnections(port: number, n: number): Promise<void> {
+  let next = 0;
+  const connect = async () => {
+    const connection = new SMTPConnection({ host: '127.0.0.1', port, secure: false, ignoreTLS: true });
+    await new Promise<void>((resolve, reject) => {
+      connection.once('error', reject);
+      connection.connect(() => resolve());
+    });
+    return connection;
+  };
+  const loop = async () => {
+    while (next < n) {
+      const connection = await connect();
+      for (let sent = 0; sent < MESSAGES_PER_CONNECTION && next < n; sent++) {
+        const i = next++;
+        const raw = await new MailComposer(mail(i)).compile().build();
+        await new Promise((resolve, reject) =>
+          connection.send({ from: FROM, to: [`user${i}@example.com`] }, raw, (err, info) => (err ? reject(err) : resolve(info))),
+        );
+      }
+      connection.quit();
+    }
+  };
+  await Promise.all(Array.from({ length: CONNECTIONS }, loop));
+}
+
+export const RAW_SENDERS = {
+  'nodemailer pool': nodemailerPool,
+  'nodemailer pool, prebuilt': nodemailerPoolPrebuilt,
+  'nodemailer SMTPConnection x5': nodemailerConnections,
+} as const;
+export type RawSender = keyof typeof RAW_SENDERS;
+
+if (process.env.SINK_PORT) {
+  const sender = RAW_SENDERS[process.env.SENDER as RawSender];
+  if (!sender) throw new Error(`unknown SENDER ${process.env.SENDER}`);
+  await sender(Number(process.env.SINK_PORT), Number(process.env.EMAILS));
+  process.exit(0);
+}

@@ -1,0 +1,386 @@
+import type { Kysely, Updateable } from 'kysely';
+import type { Logger } from 'pino';
+import type { Dialect } from '../../storage/db.js';
+import type { AttemptRow, DeliveriesTable, DeliveryRow, MessagesTable } from '../sending/sending.tables.js';
+import type { DeliveryEventsTable } from './delivery.tables.js';
+import { type DeliveryIdentity, LedgerRepository, type MessageIdentity } from './ledger.repository.js';
+import {
+  DELIVERY_TRANSITIONS,
+  type DeliveryStatus,
+  MESSAGE_TRANSITIONS,
+  type MessageState,
+  NEW,
+  type TransitionKind,
+  allowedFrom,
+  deliveryTransitionAllowed,
+  messageTransitionAllowed,
+  transitionAllowed,
+} from './transitions.js';
+
+/** What a transition writes besides the state: the row's other columns, and its event's code and details. */
+export interface Change<T> {
+  at: string;
+  patch?: Updateable<T>;
+  code?: string | null;
+  details?: Record<string, unknown> | null;
+}
+
+/** An applied transition waiting for its id (given out at flush, just before commit). */
+type PendingEvent = Omit<DeliveryEventsTable, 'id'>;
+
+/** How a message that failed for good is recorded. */
+export interface MessageFailure {
+  at: string;
+  code: string;
+  reason: string;
+}
+
+/** A provider call (or local delivery) that succeeded. */
+export interface DeliverySuccess {
+  /** The channel confirmed receipt itself (in-app). */
+  delivered?: boolean;
+  at: string;
+  providerMessageId?: string | null;
+  extra?: Record<string, unknown> | null;
+}
+
+export interface DeliveryFailure {
+  at: string;
+  code: string;
+  reason: string;
+  /** Channel log fields of the failure (e.g. email_failed_recipient). */
+  extra?: Record<string, unknown>;
+}
+
+/** The delivery columns of a successful provider call made on attempt `attempts`. */
+export function successFields(success: DeliverySuccess, attempts: number): Pick<DeliveryRow, 'status' | 'attempts' | 'sent_at' | 'delivered_at' | 'provider_message_id' | 'extra' | 'updated_at'> {
+  return {
+    status: success.delivered ? 'delivered' : 'sent',
+    attempts,
+    sent_at: success.at,
+    delivered_at: success.delivered ? success.at : null,
+    provider_message_id: success.providerMessageId ?? null,
+    extra: success.extra ? JSON.stringify(success.extra) : null,
+    updated_at: success.at,
+  };
+}
+
+/**
+ * The ledger inside one transaction: every write of a message's life after acceptance goes
+ * through here. Each applied transition is buffered as an event; flush() gives the events their
+ * ids and writes them, and must be the last thing before commit (DeliveryLedger.transaction does
+ * it). A refused transition writes nothing and is logged.
+ */
+export class LedgerSession {
+  private readonly repo: LedgerRepository;
+  private events: PendingEvent[] = [];
+
+  constructor(
+    /** The transaction: callers make their own writes of the same unit (jobs, in-app rows) with it. */
+    readonly db: Kysely<any>,
+    dialect: Dialect,
+    private readonly logger: Logger,
+  ) {
+    this.repo = new LedgerRepository(db, dialect);
+  }
+
+  // --- messages ---------------------------------------------------------------------------
+
+  /** queued | scheduled -> processed, with the channels routing skipped. False: it was not in `message.state` any more. */
+  async markProcessed(message: MessageIdentity & { state: string }, done: { at: string; skipped: Record<string, string> }): Promise<boolean> {
+    const moved = await this.changeMessages([message.tracking_id], message.state as MessageState, 'processed', {
+      patch: { processed_at: done.at, skipped: JSON.stringify(done.skipped) },
+      at: done.at,
+      details: Object.keys(done.skipped).length > 0 ? { skipped: done.skipped } : null,
+    });
+    return moved.length > 0;
+  }
+
+  /** Fails, with a code and reason, those of these messages still queued or scheduled; returns their ids. */
+  async failMessages(trackingIds: string[], failure: MessageFailure): Promise<string[]> {
+    const patch: Updateable<MessagesTable> = {
+      processed_at: failure.at,
+      failed_at: failure.at,
+      failed_code: failure.code,
+      failed_internal: failure.reason.slice(0, 1000),
+    };
+    let remaining = [...new Set(trackingIds)];
+    const failed: string[] = [];
+    for (const from of allowedFrom(MESSAGE_TRANSITIONS, 'failed')) {
+      if (remaining.length === 0) break;
+      const moved = await this.changeMessages(remaining, from, 'failed', { patch, at: failure.at, code: failure.code }, false);
+      const ids = new Set(moved.map((m) => m.tracking_id));
+      failed.push(...ids);
+      remaining = remaining.filter((id) => !ids.has(id));
+    }
+    await this.explainMessages(remaining, 'failed');
+    return failed;
+  }
+
+  /** scheduled -> scheduled: a schedule update (new body, time or job). */
+  async reschedule(trackingId: string, patch: Pick<Updateable<MessagesTable>, 'request' | 'job_id' | 'scheduled_for' | 'schedule_updated_to'>, at: string): Promise<boolean> {
+    const moved = await this.changeMessages([trackingId], 'scheduled', 'scheduled', {
+      patch: { ...patch, schedule_updated_at: at },
+      at,
+      details: { scheduledFor: patch.scheduled_for ?? null },
+    });
+    return moved.length > 0;
+  }
+
+  /** scheduled -> canceled: the schedule was deleted before it ran. */
+  async cancelScheduled(trackingId: string, at: string): Promise<boolean> {
+    const moved = await this.changeMessages([trackingId], 'scheduled', 'canceled', { patch: { schedule_deleted_at: at }, at });
+    return moved.length > 0;
+  }
+
+  // --- deliveries -------------------------------------------------------------------------
+
+  /**
+   * Creates a message's deliveries (new -> their status; a delivery made in this transaction,
+   * in-app, goes new -> pending -> delivered) with the attempts already made. A delivery already
+   * present (a re-run) is left alone and records nothing.
+   */
+  async insertDeliveries(rows: DeliveryRow[], attempts: AttemptRow[] = []): Promise<void> {
+    const valid = rows.filter((row) => {
+      const path = creationPath(row.status);
+      const ok = path.every(([from, to]) => deliveryTransitionAllowed(from, to));
+      if (!ok) this.refuse('delivery', NEW, row.status, { trackingId: row.tracking_id, deliveryId: row.id });
+      return ok;
+    });
+    const inserted = await this.repo.insertDeliveries(valid);
+    for (const row of valid) {
+      if (!inserted.has(row.id)) continue;
+      for (const [from, to] of creationPath(row.status)) this.record('delivery', row, from, to, timeOf(row, to), to === 'failed' ? row.failed_code : null, null);
+    }
+    await this.repo.insertAttempts(attempts.filter((a) => inserted.has(a.delivery_id)));
+  }
+
+  /** pending -> sent | delivered after a successful provider call (the attempt is recorded too). */
+  async deliverySucceeded(deliveryId: string, attempt: AttemptRow, success: DeliverySuccess): Promise<boolean> {
+    await this.repo.insertAttempts([attempt]);
+    const fields = successFields(success, attempt.attempt);
+    return this.changeDelivery(deliveryId, 'pending', fields.status, fields, success.at, null);
+  }
+
+  /** A failed attempt that will be retried: the delivery stays pending (no transition, no event). */
+  async deliveryRetrying(deliveryId: string, attempt: AttemptRow, at: string): Promise<boolean> {
+    await this.repo.insertAttempts([attempt]);
+    return (await this.repo.updateDeliveryFrom(deliveryId, 'pending', { attempts: attempt.attempt, updated_at: at })) !== undefined;
+  }
+
+  /** pending -> failed: the last attempt failed (recorded with it), or the job was given up (no attempt). */
+  async deliveryFailed(deliveryId: string, attempt: AttemptRow | null, failure: DeliveryFailure): Promise<boolean> {
+    if (attempt) await this.repo.insertAttempts([attempt]);
+    const patch: Updateable<DeliveriesTable> = {
+      status: 'failed',
+      failed_at: failure.at,
+      failed_code: failure.code,
+      failed_internal: failure.reason.slice(0, 1000),
+      updated_at: failure.at,
+      ...(attempt ? { attempts: attempt.attempt } : {}),
+      ...(failure.extra ? { extra: JSON.stringify(failure.extra) } : {}),
+    };
+    return this.changeDelivery(deliveryId, 'pending', 'failed', patch, failure.at, failure.code);
+  }
+
+  /**
+   * Applies the waiting provider reports for one provider message id, in the order they were
+   * made: each one the table allows moves the delivery (sent -> delivered | failed) and merges
+   * its log fields; one it does not (a "failed" after "delivered") is refused. Every report is
+   * marked handled. Returns the delivery when a report was applied.
+   */
+  async applyProviderReports(channel: string, providerMessageId: string, now: string): Promise<DeliveryRow | null> {
+    const delivery = await this.repo.deliveryByProviderIdForUpdate(channel, providerMessageId);
+    if (!delivery) return null;
+    const reports = await this.repo.unappliedProviderEvents(channel, providerMessageId);
+    if (reports.length === 0) return null;
+    let status: DeliveryStatus = delivery.status;
+    let extra: Record<string, unknown> = delivery.extra ? (JSON.parse(delivery.extra) as Record<string, unknown>) : {};
+    const patch: Partial<DeliveryRow> = {};
+    const applied: { from: DeliveryStatus; to: DeliveryStatus; at: string; code: string | null }[] = [];
+    for (const report of reports) {
+      if (!deliveryTransitionAllowed(status, report.status)) {
+        this.refuse('delivery', status, report.status, { trackingId: delivery.tracking_id, deliveryId: delivery.id, providerEventId: report.id });
+        continue;
+      }
+      if (report.extra) extra = { ...extra, ...(JSON.parse(report.extra) as Record<string, unknown>) };
+      if (report.status === 'delivered') Object.assign(patch, { status: 'delivered', delivered_at: report.at });
+      else Object.assign(patch, { status: 'failed', failed_at: report.at, failed_code: report.code, failed_internal: report.internal });
+      applied.push({ from: status, to: report.status, at: report.at, code: report.status === 'failed' ? report.code : null });
+      status = report.status;
+    }
+    if (applied.length > 0) {
+      const values = { ...patch, extra: Object.keys(extra).length ? JSON.stringify(extra) : null, updated_at: now };
+      const changed = await this.repo.updateDeliveryFrom(delivery.id, delivery.status, values);
+      // Unreachable while the delivery is locked (or SQLite serializes writers); if it happens, the reports stay waiting.
+      if (!changed) throw new Error(`delivery ${delivery.id} changed while its provider reports were applied`);
+      for (const a of applied) this.record('delivery', delivery, a.from, a.to, a.at, a.code, null);
+    }
+    await this.repo.markProviderEventsApplied(reports.map((r) => r.id), now);
+    return applied.length > 0 ? { ...delivery, ...patch, extra: Object.keys(extra).length ? JSON.stringify(extra) : null, updated_at: now } : null;
+  }
+
+  /** Merges log fields into a delivery's `extra` (inbound replies, call details) without a transition. */
+  async mergeDeliveryDetails(deliveryId: string, fields: Record<string, unknown>, at: string): Promise<boolean> {
+    const row = await this.repo.deliveryExtraForUpdate(deliveryId);
+    if (!row) return false;
+    const extra = { ...(row.extra ? (JSON.parse(row.extra) as Record<string, unknown>) : {}), ...fields };
+    await this.repo.setDeliveryExtra(deliveryId, JSON.stringify(extra), at);
+    return true;
+  }
+
+  // --- any transition ---------------------------------------------------------------------
+
+  /**
+   * Moves a message into `to` from the state it is in, when the table allows that: the general
+   * form of the methods above, for transitions without one of their own (and the reserved states,
+   * once the table lets something reach them).
+   */
+  async transitionMessage(trackingId: string, to: MessageState, change: Change<MessagesTable>): Promise<boolean> {
+    const [current] = await this.repo.messageStates([trackingId]);
+    if (!current) return false;
+    const moved = await this.changeMessages([trackingId], current.state as MessageState, to, { patch: change.patch ?? {}, at: change.at, code: change.code ?? undefined, details: change.details ?? null });
+    return moved.length > 0;
+  }
+
+  /** Moves a delivery into `to` from the status it is in, when the table allows that. */
+  async transitionDelivery(deliveryId: string, to: DeliveryStatus, change: Change<DeliveriesTable>): Promise<boolean> {
+    const current = await this.repo.deliveryStatus(deliveryId);
+    if (current === undefined) return false;
+    return this.changeDelivery(deliveryId, current as DeliveryStatus, to, { updated_at: change.at, ...change.patch }, change.at, change.code ?? null, change.details ?? null);
+  }
+
+  // --- events -----------------------------------------------------------------------------
+
+  /** A mark to roll the buffered events back to, with a savepoint. */
+  checkpoint(): number {
+    return this.events.length;
+  }
+
+  /** Drops the events recorded since `mark` (their savepoint was rolled back). */
+  rollbackTo(mark: number): void {
+    this.events.length = Math.min(mark, this.events.length);
+  }
+
+  /**
+   * Writes the buffered events: takes each environment's ids (its counter row, in environment
+   * order so two transactions never wait on each other's counters) and inserts them all. Last
+   * in the transaction: the counter row stays locked until commit.
+   */
+  async flush(): Promise<void> {
+    if (this.events.length === 0) return;
+    const byEnv = new Map<string, PendingEvent[]>();
+    for (const event of this.events) {
+      const list = byEnv.get(event.env_id);
+      if (list) list.push(event);
+      else byEnv.set(event.env_id, [event]);
+    }
+    const rows: DeliveryEventsTable[] = [];
+    for (const envId of [...byEnv.keys()].sort()) {
+      const list = byEnv.get(envId)!;
+      const last = await this.repo.reserveEventIds(envId, list.length);
+      let id = last - list.length;
+      for (const event of list) rows.push({ ...event, id: ++id });
+    }
+    await this.repo.insertEvents(rows);
+    this.events = [];
+  }
+
+  // --- internals --------------------------------------------------------------------------
+
+  /** Moves messages from `from` to `to` when the table allows it; returns those moved. */
+  private async changeMessages(
+    trackingIds: string[],
+    from: MessageState,
+    to: MessageState,
+    change: { patch: Updateable<MessagesTable>; at: string; code?: string; details?: Record<string, unknown> | null },
+    explain = true,
+  ): Promise<MessageIdentity[]> {
+    if (!messageTransitionAllowed(from, to)) {
+      for (const trackingId of trackingIds) this.refuse('message', from, to, { trackingId });
+      return [];
+    }
+    const moved = await this.repo.updateMessagesFrom(trackingIds, from, { ...change.patch, state: to as MessagesTable['state'] });
+    for (const m of moved) this.record('message', m, from, to, change.at, change.code ?? null, change.details ?? null);
+    if (explain && moved.length < trackingIds.length) {
+      const ids = new Set(moved.map((m) => m.tracking_id));
+      await this.explainMessages(trackingIds.filter((id) => !ids.has(id)), to);
+    }
+    return moved;
+  }
+
+  private async changeDelivery(
+    deliveryId: string,
+    from: DeliveryStatus,
+    to: DeliveryStatus,
+    patch: Updateable<DeliveriesTable>,
+    at: string,
+    code: string | null,
+    details: Record<string, unknown> | null = null,
+  ): Promise<boolean> {
+    if (!deliveryTransitionAllowed(from, to)) {
+      this.refuse('delivery', from, to, { deliveryId });
+      return false;
+    }
+    const moved = await this.repo.updateDeliveryFrom(deliveryId, from, { ...patch, status: to as DeliveriesTable['status'] });
+    if (moved) {
+      this.record('delivery', moved, from, to, at, code, details);
+      return true;
+    }
+    const current = await this.repo.deliveryStatus(deliveryId);
+    if (current !== undefined) this.notApplied('delivery', current, to, { deliveryId });
+    return false;
+  }
+
+  /** Says why messages were not moved into `to`: refused by the table, or already there / moved on. */
+  private async explainMessages(trackingIds: string[], to: MessageState): Promise<void> {
+    for (const { tracking_id, state } of await this.repo.messageStates(trackingIds)) this.notApplied('message', state, to, { trackingId: tracking_id });
+  }
+
+  private notApplied(kind: TransitionKind, current: string, to: string, ids: Record<string, string>): void {
+    if (current !== to && !transitionAllowed(kind, current, to)) this.refuse(kind, current, to, ids);
+    // Otherwise a re-run or a race: the row is where the caller wanted it, or went on legitimately.
+    else this.logger.debug({ kind, ...ids, current, to }, 'delivery ledger: transition not applied, the row is no longer in the expected state');
+  }
+
+  private refuse(kind: TransitionKind, from: string, to: string, ids: Record<string, string>): void {
+    this.logger.warn({ kind, ...ids, from, to }, 'delivery ledger refused a transition its table does not allow');
+  }
+
+  private record(
+    kind: TransitionKind,
+    row: MessageIdentity & { id?: string; channel?: string },
+    from: string,
+    to: string,
+    at: string,
+    code: string | null,
+    details: Record<string, unknown> | null,
+  ): void {
+    this.events.push({
+      env_id: row.env_id,
+      account_id: row.account_id,
+      tracking_id: row.tracking_id,
+      delivery_id: kind === 'delivery' ? (row.id ?? null) : null,
+      channel: kind === 'delivery' ? (row.channel ?? null) : null,
+      kind,
+      from_state: from === NEW ? null : from,
+      to_state: to,
+      code,
+      at,
+      details: details ? JSON.stringify(details) : null,
+    });
+  }
+}
+
+/** When a new delivery row reached `status`, by the column that records it. */
+function timeOf(row: DeliveryRow, status: DeliveryStatus): string {
+  const at = { pending: row.created_at, sent: row.sent_at, delivered: row.delivered_at, failed: row.failed_at }[status as string];
+  return at ?? row.updated_at;
+}
+
+/** The transitions that create a delivery in `status`: through pending when it was sent or delivered at once. */
+function creationPath(status: DeliveryStatus): [DeliveryStatus | typeof NEW, DeliveryStatus][] {
+  return DELIVERY_TRANSITIONS[NEW].includes(status) ? [[NEW, status]] : [[NEW, 'pending'], ['pending', status]];
+}
+
+export type { DeliveryIdentity };

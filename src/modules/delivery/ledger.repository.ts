@@ -1,0 +1,181 @@
+import { type Kysely, type Updateable, sql } from 'kysely';
+import type { Dialect } from '../../storage/db.js';
+import type { CoreTables } from '../../storage/schema.js';
+import type { AttemptRow, DeliveriesTable, DeliveryRow, MessagesTable, ProviderEventsTable, SendingTables } from '../sending/sending.tables.js';
+import type { DeliveryEventsTable, DeliveryTables, LedgerDb } from './delivery.tables.js';
+
+/** What a transition event needs to know about the row it changed. */
+export interface MessageIdentity {
+  tracking_id: string;
+  account_id: string;
+  env_id: string;
+}
+export interface DeliveryIdentity extends MessageIdentity {
+  id: string;
+  channel: string;
+}
+
+/** Rows per INSERT: well under SQLite's bound-parameter limit with 12 columns each. */
+const INSERT_CHUNK = 500;
+
+/**
+ * The SQL of the delivery ledger: the only writes to messages (after acceptance), deliveries,
+ * delivery_attempts, provider_events and delivery_events. Every state change is conditional on
+ * the state it changes from (`WHERE state = from`), so a re-run or a race changes nothing twice.
+ */
+export class LedgerRepository {
+  private readonly db: LedgerDb;
+  /** Take row locks on reads made for a read-modify-write (PostgreSQL; SQLite serializes writers itself). */
+  private readonly lockRows: boolean;
+  constructor(
+    db: Kysely<CoreTables> | Kysely<any>,
+    private readonly dialect: Dialect = 'sqlite',
+  ) {
+    this.lockRows = dialect === 'postgres';
+    this.db = (db as Kysely<CoreTables>).withTables<SendingTables & DeliveryTables>();
+  }
+
+  // --- messages ---------------------------------------------------------------------------
+
+  /** Changes messages that are in state `from`; returns those it changed. */
+  updateMessagesFrom(trackingIds: string[], from: string, patch: Updateable<MessagesTable>): Promise<MessageIdentity[]> {
+    if (trackingIds.length === 0) return Promise.resolve([]);
+    return this.db
+      .updateTable('messages')
+      .set(patch)
+      .where('tracking_id', 'in', trackingIds)
+      .where('state', '=', from as MessagesTable['state'])
+      .returning(['tracking_id', 'account_id', 'env_id'])
+      .execute();
+  }
+
+  messageStates(trackingIds: string[]): Promise<{ tracking_id: string; state: string }[]> {
+    if (trackingIds.length === 0) return Promise.resolve([]);
+    return this.db.selectFrom('messages').select(['tracking_id', 'state']).where('tracking_id', 'in', trackingIds).execute();
+  }
+
+  /** Deletes messages (with their deliveries and attempts) received before `before`; returns how many. */
+  async purgeMessagesBefore(before: string, limit = 1000): Promise<number> {
+    const ids = await this.db.selectFrom('messages').select('tracking_id').where('received_at', '<', before).limit(limit).execute();
+    if (ids.length === 0) return 0;
+    const list = ids.map((r) => r.tracking_id);
+    await this.db.deleteFrom('delivery_attempts').where('delivery_id', 'in', this.db.selectFrom('deliveries').select('id').where('tracking_id', 'in', list)).execute();
+    await this.db.deleteFrom('deliveries').where('tracking_id', 'in', list).execute();
+    await this.db.deleteFrom('messages').where('tracking_id', 'in', list).execute();
+    return list.length;
+  }
+
+  // --- deliveries and attempts ------------------------------------------------------------
+
+  /** Inserts deliveries; one already present (a re-run) is left alone. Returns the ids inserted. */
+  async insertDeliveries(rows: DeliveryRow[]): Promise<Set<string>> {
+    if (rows.length === 0) return new Set();
+    const inserted = await this.db
+      .insertInto('deliveries')
+      .values(rows)
+      .onConflict((oc) => oc.columns(['tracking_id', 'channel']).doNothing())
+      .returning('id')
+      .execute();
+    return new Set(inserted.map((r) => r.id));
+  }
+
+  async insertAttempts(rows: AttemptRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.db.insertInto('delivery_attempts').values(rows).execute();
+  }
+
+  /** Changes a delivery that is in status `from`; returns it when changed. */
+  updateDeliveryFrom(deliveryId: string, from: string, patch: Updateable<DeliveriesTable>): Promise<DeliveryIdentity | undefined> {
+    return this.db
+      .updateTable('deliveries')
+      .set(patch)
+      .where('id', '=', deliveryId)
+      .where('status', '=', from as DeliveriesTable['status'])
+      .returning(['id', 'tracking_id', 'account_id', 'env_id', 'channel'])
+      .executeTakeFirst();
+  }
+
+  async deliveryStatus(deliveryId: string): Promise<string | undefined> {
+    return (await this.db.selectFrom('deliveries').select('status').where('id', '=', deliveryId).executeTakeFirst())?.status;
+  }
+
+  /** A delivery's `extra`, locked for a read-modify-write; undefined when it does not exist. */
+  async deliveryExtraForUpdate(deliveryId: string): Promise<{ extra: string | null } | undefined> {
+    let q = this.db.selectFrom('deliveries').select('extra').where('id', '=', deliveryId);
+    if (this.lockRows) q = q.forUpdate();
+    return q.executeTakeFirst();
+  }
+
+  async setDeliveryExtra(deliveryId: string, extra: string | null, at: string): Promise<void> {
+    await this.db.updateTable('deliveries').set({ extra, updated_at: at }).where('id', '=', deliveryId).execute();
+  }
+
+  // --- provider events --------------------------------------------------------------------
+
+  async insertProviderEvent(row: ProviderEventsTable): Promise<void> {
+    await this.db.insertInto('provider_events').values(row).execute();
+  }
+
+  /** The delivery a provider message id belongs to, locked for the reports applied to it. */
+  deliveryByProviderIdForUpdate(channel: string, providerMessageId: string): Promise<DeliveryRow | undefined> {
+    let q = this.db.selectFrom('deliveries').selectAll().where('channel', '=', channel).where('provider_message_id', '=', providerMessageId);
+    if (this.lockRows) q = q.forUpdate();
+    return q.executeTakeFirst();
+  }
+
+  unappliedProviderEvents(channel: string, providerMessageId: string) {
+    return this.db
+      .selectFrom('provider_events')
+      .selectAll()
+      .where('channel', '=', channel)
+      .where('provider_message_id', '=', providerMessageId)
+      .where('applied_at', 'is', null)
+      .orderBy('at')
+      .orderBy('id')
+      .execute();
+  }
+
+  async markProviderEventsApplied(ids: string[], at: string): Promise<void> {
+    if (ids.length === 0) return;
+    await this.db.updateTable('provider_events').set({ applied_at: at }).where('id', 'in', ids).execute();
+  }
+
+  /** Deletes provider reports received before `before` (their deliveries are purged by then too). */
+  async purgeProviderEventsBefore(before: string): Promise<void> {
+    await this.db.deleteFrom('provider_events').where('at', '<', before).execute();
+  }
+
+  // --- delivery events --------------------------------------------------------------------
+
+  /**
+   * Takes `count` ids for an environment: increments its counter row (created at the first
+   * event) and returns the last id taken. The row stays locked until the transaction ends, so
+   * transactions of one environment take their ids in commit order.
+   */
+  async reserveEventIds(envId: string, count: number): Promise<number> {
+    const row = await this.db
+      .insertInto('delivery_event_counters')
+      .values({ env_id: envId, last_id: count })
+      .onConflict((oc) => oc.column('env_id').doUpdateSet({ last_id: sql<number>`delivery_event_counters.last_id + ${count}` }))
+      .returning('last_id')
+      .executeTakeFirstOrThrow();
+    return Number(row.last_id);
+  }
+
+  /** Inserts events (a batch's events in one statement; measured as fast as one JSON parameter unpacked by the database). */
+  async insertEvents(rows: DeliveryEventsTable[]): Promise<void> {
+    for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+      await this.db.insertInto('delivery_events').values(rows.slice(i, i + INSERT_CHUNK)).execute();
+    }
+  }
+
+  /** Deletes up to `limit` events older than `before`; returns how many. */
+  async purgeEventsBefore(before: string, limit = 5000): Promise<number> {
+    const old = this.db.selectFrom('delivery_events').select(['env_id', 'id']).where('at', '<', before).orderBy('at').limit(limit).$asTuple('env_id', 'id');
+    const res = await this.db
+      .deleteFrom('delivery_events')
+      .where((eb) => eb(eb.refTuple('env_id', 'id'), 'in', old))
+      .executeTakeFirst();
+    return Number(res.numDeletedRows);
+  }
+}

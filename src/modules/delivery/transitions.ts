@@ -1,0 +1,89 @@
+/**
+ * The allowed state changes of a message and of its deliveries. The ledger (ledger.ts) applies a
+ * change only when this table allows it; anything else is refused, logged and never written.
+ *
+ * The stored values are the ones the log view reads (messages.state, deliveries.status). They map
+ * onto the lifecycle queued -> sending -> sent -> delivered | failed | skipped as follows:
+ *
+ *   lifecycle   stored as
+ *   queued      message `queued` (or `scheduled`: queued for a later time)
+ *   (routed)    message `processed`: routing is decided and its deliveries exist
+ *   sending     delivery `pending`: rendered, the provider call is due or being retried
+ *   sent        delivery `sent`: the provider accepted it
+ *   delivered   delivery `delivered`: confirmed (in-app: stored; SMS/call: the carrier's report)
+ *   failed      delivery `failed`; or message `failed` when it failed before any delivery existed
+ *   skipped     delivery `skipped`; today routing records skipped channels on the message
+ *               (messages.skipped), and the `processed` event carries them in its details
+ *   canceled    message `canceled`: its schedule was deleted before it ran
+ *
+ * `held`, `digested` and `retracted` are reserved for what comes next (quiet hours, digests,
+ * retraction): declared so that code and consumers can name them, with no transition into or
+ * out of them yet, so the ledger refuses them until a feature defines its transitions here.
+ */
+
+export const MESSAGE_STATES = ['scheduled', 'queued', 'processed', 'canceled', 'failed'] as const;
+export const DELIVERY_STATES = ['pending', 'sent', 'delivered', 'failed', 'skipped'] as const;
+/** Reserved: no transition leads into or out of them yet. */
+export const RESERVED_STATES = ['held', 'digested', 'retracted'] as const;
+
+export type StoredMessageState = (typeof MESSAGE_STATES)[number];
+export type StoredDeliveryStatus = (typeof DELIVERY_STATES)[number];
+export type ReservedState = (typeof RESERVED_STATES)[number];
+export type MessageState = StoredMessageState | ReservedState;
+export type DeliveryStatus = StoredDeliveryStatus | ReservedState;
+
+/** The "state" of a row that does not exist yet: its creation is a transition from NEW. */
+export const NEW = 'new' as const;
+export type New = typeof NEW;
+
+export type TransitionTable<S extends string> = Readonly<Record<S | New, readonly S[]>>;
+
+export const MESSAGE_TRANSITIONS: TransitionTable<MessageState> = {
+  // Acceptance (written by the intake, which records no event yet).
+  new: ['scheduled', 'queued'],
+  // scheduled -> scheduled: its body or time changed (a schedule update).
+  scheduled: ['scheduled', 'processed', 'canceled', 'failed'],
+  queued: ['processed', 'failed'],
+  processed: [],
+  canceled: [],
+  failed: [],
+  held: [],
+  digested: [],
+  retracted: [],
+};
+
+export const DELIVERY_TRANSITIONS: TransitionTable<DeliveryStatus> = {
+  // Created pending; or failed at once (its content could not be rendered); or skipped (routing).
+  new: ['pending', 'failed', 'skipped'],
+  // A retry keeps a delivery pending (an attempt, not a transition).
+  pending: ['sent', 'delivered', 'failed'],
+  // The provider's report (SMS and call status callbacks).
+  sent: ['delivered', 'failed'],
+  delivered: [],
+  failed: [],
+  skipped: [],
+  held: [],
+  digested: [],
+  retracted: [],
+};
+
+export type TransitionKind = 'message' | 'delivery';
+
+export function messageTransitionAllowed(from: MessageState | New, to: MessageState): boolean {
+  return MESSAGE_TRANSITIONS[from]?.includes(to) ?? false;
+}
+
+export function deliveryTransitionAllowed(from: DeliveryStatus | New, to: DeliveryStatus): boolean {
+  return DELIVERY_TRANSITIONS[from]?.includes(to) ?? false;
+}
+
+export function transitionAllowed(kind: TransitionKind, from: string, to: string): boolean {
+  return kind === 'message'
+    ? messageTransitionAllowed(from as MessageState | New, to as MessageState)
+    : deliveryTransitionAllowed(from as DeliveryStatus | New, to as DeliveryStatus);
+}
+
+/** The states a row may be in for a change into `to` (the WHERE of a conditional update). */
+export function allowedFrom<S extends string>(table: TransitionTable<S>, to: S): S[] {
+  return (Object.keys(table) as (S | New)[]).filter((from): from is S => from !== NEW && table[from].includes(to));
+}

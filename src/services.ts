@@ -1,0 +1,119 @@
+import { telephonyEndpoint } from './channels/telephony/endpoint.js';
+import type { Deps } from './deps.js';
+import { DevCarrier } from './local-providers/dev-carrier/dev-carrier.js';
+import { MailCatcherRepository } from './local-providers/mail-catcher/mail-catcher.repository.js';
+import { MailCatcherService } from './local-providers/mail-catcher/mail-catcher.service.js';
+import { AccountsRepository } from './modules/accounts/accounts.repository.js';
+import { AccountsService } from './modules/accounts/accounts.service.js';
+import { AuthService } from './modules/auth/auth.service.js';
+import { ComponentsService } from './modules/components/components.service.js';
+import { EmailSettingsRepository } from './modules/email/email-settings.repository.js';
+import { EmailSettingsService } from './modules/email/email-settings.service.js';
+import { EnvironmentsRepository } from './modules/environments/environments.repository.js';
+import { EnvironmentsService } from './modules/environments/environments.service.js';
+import { InappAuthenticator } from './modules/inapp/inapp.auth.js';
+import { InappService } from './modules/inapp/inapp.service.js';
+import { KeysRepository } from './modules/keys/keys.repository.js';
+import { KeysService } from './modules/keys/keys.service.js';
+import { LogsService } from './modules/logs/logs.service.js';
+import { ApnSettingsService } from './modules/push/apn-settings.service.js';
+import { FcmSettingsService } from './modules/push/fcm.service.js';
+import { WebPushService } from './modules/push/web-push.service.js';
+import { SendingService } from './modules/sending/sending.service.js';
+import { SlackSettingsService } from './modules/slack/slack.service.js';
+import { TelephonyCallbacks } from './modules/telephony/callbacks.service.js';
+import { NumbersService } from './modules/telephony/numbers.service.js';
+import { TelephonyRepository } from './modules/telephony/telephony.repository.js';
+import { TemplatesService } from './modules/templates/templates.service.js';
+import { TypesService } from './modules/types/types.service.js';
+import { UsersService } from './modules/users/users.service.js';
+import { LiquidRenderer } from './rendering/liquid.js';
+
+/** Repositories more than one service (or a worker) reads through, built once over `deps.db`. */
+export interface Repositories {
+  accounts: AccountsRepository;
+  environments: EnvironmentsRepository;
+  keys: KeysRepository;
+  telephony: TelephonyRepository;
+  emailSettings: EmailSettingsRepository;
+  mailCatcher: MailCatcherRepository;
+}
+
+/**
+ * Every service of this process, built once by the composition root (buildServices) and handed
+ * to routes (app.ts), workers and jobs (workers.ts): none of them constructs a service. Services
+ * that keep process state (AuthService's key cache, WebPushService's VAPID keys, SendingService's
+ * intake and type cache, DevCarrier's callbacks in flight) thereby have one instance per process.
+ */
+export interface Services {
+  repositories: Repositories;
+  /** Checks the Liquid of stored templates and components (one parse cache; sends render on threads of their own). */
+  renderer: LiquidRenderer;
+  auth: AuthService;
+  accounts: AccountsService;
+  environments: EnvironmentsService;
+  keys: KeysService;
+  users: UsersService;
+  types: TypesService;
+  templates: TemplatesService;
+  components: ComponentsService;
+  inapp: InappService;
+  inappAuth: InappAuthenticator;
+  webPush: WebPushService;
+  apnSettings: ApnSettingsService;
+  fcmSettings: FcmSettingsService;
+  slackSettings: SlackSettingsService;
+  emailSettings: EmailSettingsService;
+  numbers: NumbersService;
+  telephonyCallbacks: TelephonyCallbacks;
+  sending: SendingService;
+  logs: LogsService;
+  /** Local stand-ins for providers (src/local-providers). */
+  mailCatcher: MailCatcherService;
+  /** The development carrier; null when Twilio credentials are configured (no /dev-carrier routes). */
+  devCarrier: DevCarrier | null;
+}
+
+export function buildRepositories(deps: Pick<Deps, 'db'>): Repositories {
+  return {
+    accounts: new AccountsRepository(deps.db),
+    environments: new EnvironmentsRepository(deps.db),
+    keys: new KeysRepository(deps.db),
+    telephony: new TelephonyRepository(deps.db),
+    emailSettings: new EmailSettingsRepository(deps.db),
+    mailCatcher: new MailCatcherRepository(deps.db),
+  };
+}
+
+/** Builds every service once over `deps`; the API and the workers of one process share the result. */
+export function buildServices(deps: Deps): Services {
+  const repositories = buildRepositories(deps);
+  const renderer = new LiquidRenderer();
+  const auth = new AuthService(deps, repositories);
+  const numbers = new NumbersService(deps, repositories.telephony);
+  return {
+    repositories,
+    renderer,
+    auth,
+    accounts: new AccountsService(deps, repositories.accounts),
+    environments: new EnvironmentsService(deps, repositories.environments),
+    keys: new KeysService(deps, repositories, auth.apiKeys),
+    users: new UsersService(deps),
+    types: new TypesService(deps),
+    templates: new TemplatesService(deps, renderer),
+    components: new ComponentsService(deps, renderer),
+    inapp: new InappService(deps),
+    inappAuth: new InappAuthenticator(deps, repositories.environments),
+    webPush: new WebPushService(deps),
+    apnSettings: new ApnSettingsService(deps),
+    fcmSettings: new FcmSettingsService(deps),
+    slackSettings: new SlackSettingsService(deps),
+    emailSettings: new EmailSettingsService(deps, repositories.emailSettings),
+    numbers,
+    telephonyCallbacks: new TelephonyCallbacks(deps),
+    sending: new SendingService(deps, deps.queue),
+    logs: new LogsService(deps, deps.queue),
+    mailCatcher: new MailCatcherService(repositories.mailCatcher),
+    devCarrier: telephonyEndpoint(deps)?.dev ? new DevCarrier(deps, numbers, repositories.telephony) : null,
+  };
+}
