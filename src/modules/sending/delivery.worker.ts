@@ -15,9 +15,8 @@ import { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
 import { applyPendingEvents } from './delivery-events.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
-import { INGEST_SENDS_JOB } from './intake.js';
+import { INGEST_SENDS_JOB } from './messages.journal.js';
 import { MessagesRepository } from './messages.repository.js';
-import { SendIntakeRepository } from './send-intake.repository.js';
 import { routeChannels } from './routing.js';
 import type { SendBody } from './sending.schemas.js';
 import { PROCESS_MESSAGE_JOB, normalizeSend } from './sending.service.js';
@@ -109,12 +108,12 @@ export class DeliveryWorker {
 
   /** An ingest chunk given up for good: its sends are stored (if they were not) and end failed. */
   private async failIngestChunk(seq: number, reason: string): Promise<void> {
-    const intake = new SendIntakeRepository(this.deps.db);
-    const messages = await intake.chunk(seq);
+    const repo = new MessagesRepository(this.deps.db);
+    const messages = await repo.pendingChunk(seq);
     if (!messages) return;
     await this.storeEach(messages);
     await this.failMessages(messages.map((m) => m.tracking_id), reason);
-    await intake.remove(seq);
+    await repo.dropPendingChunk(seq);
   }
 
   /** message.process jobs: a message whose processing failed for good ends failed in its log. */
@@ -145,16 +144,15 @@ export class DeliveryWorker {
   }
 
   /**
-   * The job of a `send_intake` chunk (SQLite): writes its message rows, processes them as
-   * message.process does, then drops the chunk. A re-run after a crash finds the rows written
+   * The job of a chunk of accepted sends the messages repository holds back (SQLite's journal):
+   * writes its message rows, processes them as message.process does, then drops the chunk. A re-run after a crash finds the rows written
    * and the messages processed, and only drops the chunk; a message that failed leaves the
    * chunk in place and the job retries it, until its failure is final (recordFinalFailures).
    */
   async ingestSends(seq: number, job: JobContext = { id: '', name: INGEST_SENDS_JOB, attempt: 1, maxAttempts: Number.POSITIVE_INFINITY }): Promise<void> {
-    const intake = new SendIntakeRepository(this.deps.db);
-    const messages = await intake.chunk(seq);
-    if (!messages) return;
     const repo = new MessagesRepository(this.deps.db);
+    const messages = await repo.pendingChunk(seq);
+    if (!messages) return;
     try {
       await repo.insertMessagesIfAbsent(messages);
     } catch (err) {
@@ -166,7 +164,7 @@ export class DeliveryWorker {
     const recorded = await this.recordFinalFailures(trackingIds, failures, () => job);
     const pending = failures.find((f, i) => f !== undefined && !recorded[i]);
     if (pending !== undefined) throw pending;
-    await intake.remove(seq);
+    await repo.dropPendingChunk(seq);
     const failure = failures.find((f) => f !== undefined);
     // Recorded as the messages' failure; the job ends failed too, without a retry.
     if (failure !== undefined) throw new PermanentJobError(errorText(failure));

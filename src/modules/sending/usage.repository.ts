@@ -35,6 +35,32 @@ export class UsageRepository {
     return Number(res.numUpdatedRows) === 1;
   }
 
+  /**
+   * Creates the counters of these cycles that do not exist yet. As a batch's first statement it
+   * also takes SQLite's write lock before any read, so the batch's reads cannot go stale.
+   */
+  async ensureCounters(cycles: { accountId: string; cycleStart: string }[]): Promise<void> {
+    if (cycles.length === 0) return;
+    await this.db
+      .insertInto('usage_counters')
+      .values(cycles.map((c) => ({ account_id: c.accountId, cycle_start: c.cycleStart, messages: 0 })))
+      .onConflict((oc) => oc.columns(['account_id', 'cycle_start']).doNothing())
+      .execute();
+  }
+
+  /** Messages counted in these cycles, keyed `accountId NUL cycleStart`. */
+  async usedMany(cycles: { accountId: string; cycleStart: string }[]): Promise<Map<string, number>> {
+    const used = new Map<string, number>();
+    if (cycles.length === 0) return used;
+    const rows = await this.db
+      .selectFrom('usage_counters')
+      .select(['account_id', 'cycle_start', 'messages'])
+      .where((eb) => eb.or(cycles.map((c) => eb.and([eb('account_id', '=', c.accountId), eb('cycle_start', '=', c.cycleStart)]))))
+      .execute();
+    for (const row of rows) used.set(`${row.account_id}\u0000${row.cycle_start}`, row.messages);
+    return used;
+  }
+
   async used(accountId: string, cycleStart: string): Promise<number> {
     const row = await this.db
       .selectFrom('usage_counters')

@@ -27,6 +27,34 @@ export class UsersRepository {
     return inserted !== undefined;
   }
 
+  /**
+   * Inserts the users that do not exist yet; returns the ids this call created (one already
+   * present, created by a concurrent request, is left as it is and not returned).
+   */
+  async insertManyIfAbsent(rows: UserRow[]): Promise<Set<string>> {
+    if (rows.length === 0) return new Set();
+    const inserted = await this.db
+      .insertInto('users')
+      .values(rows)
+      .onConflict((oc) => oc.columns(['env_id', 'id']).doNothing())
+      .returning('id')
+      .execute();
+    return new Set(inserted.map((r) => r.id));
+  }
+
+  /** Users of one environment by id; with `forUpdate`, locked as findForUpdate does, in id order. */
+  findMany(accountId: string, envId: string, userIds: string[], forUpdate = false): Promise<UserRow[]> {
+    if (userIds.length === 0) return Promise.resolve([]);
+    let query = this.db
+      .selectFrom('users')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where('id', 'in', userIds);
+    if (forUpdate && this.lockRows) query = query.orderBy('id').forUpdate();
+    return query.execute();
+  }
+
   find(accountId: string, envId: string, userId: string): Promise<UserRow | undefined> {
     return this.db
       .selectFrom('users')
