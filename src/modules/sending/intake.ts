@@ -43,8 +43,9 @@ class RedoAlone extends Error {}
 /** Retries of a unit alone that keeps meeting concurrent batches. */
 const REDO_ATTEMPTS = 3;
 
-const userKey = (accountId: string, envId: string, userId: string) => `${accountId}\u0000${envId}\u0000${userId}`;
-const cycleKey = (accountId: string, cycleStart: string) => `${accountId}\u0000${cycleStart}`;
+const OK: IntakeOutcome = { ok: true, value: 'ok' };
+const REPLAY: IntakeOutcome = { ok: true, value: 'replay' };
+const CAP: IntakeOutcome = { ok: true, value: 'cap' };
 
 /** One recipient of a batch: as stored when the batch read it, and as the accepted units leave it. */
 interface BatchUser {
@@ -68,14 +69,14 @@ interface BatchUser {
 export class SendIntake {
   constructor(
     private readonly deps: Pick<Deps, 'db' | 'storage' | 'secrets'>,
-    private readonly queue: Pick<Queue, 'enqueue'>,
+    private readonly queue: Pick<Queue, 'enqueueMany'>,
   ) {}
 
   /** Writes the units; resolves, per unit in order, its result or the error that failed it alone. */
   async accept(units: IntakeUnit[]): Promise<IntakeOutcome[]> {
     if (units.length === 0) return [];
     try {
-      return await this.deps.db.transaction().execute((trx) => this.writeBatch(trx, units));
+      return await this.transaction((trx) => this.writeBatch(trx, units));
     } catch (error) {
       if (units.length === 1) return [await this.retryAlone(units[0], error)];
       const outcomes: IntakeOutcome[] = [];
@@ -88,7 +89,7 @@ export class SendIntake {
   private async retryAlone(unit: IntakeUnit, error: unknown): Promise<IntakeOutcome> {
     for (let attempt = 0; error instanceof RedoAlone && attempt < REDO_ATTEMPTS; attempt++) {
       try {
-        return (await this.deps.db.transaction().execute((trx) => this.writeBatch(trx, [unit])))[0];
+        return (await this.transaction((trx) => this.writeBatch(trx, [unit])))[0];
       } catch (err) {
         error = err;
       }
@@ -96,30 +97,37 @@ export class SendIntake {
     return { ok: false, error: error instanceof RedoAlone ? new Error('the send met concurrent writes too often to commit') : error };
   }
 
-  private async writeBatch(trx: Kysely<CoreTables>, units: IntakeUnit[]): Promise<IntakeOutcome[]> {
-    const usageRepo = new UsageRepository(trx);
-    const cycles = distinct(units.map((u) => ({ accountId: u.accountId, cycleStart: u.usage.cycleStart })), (c) => cycleKey(c.accountId, c.cycleStart));
-    // First, a write: on SQLite it takes the write lock, so nothing read below goes stale.
-    await usageRepo.ensureCounters(cycles);
+  private transaction<T>(fn: (trx: Kysely<CoreTables>) => Promise<T>): Promise<T> {
+    return this.deps.db.transaction().execute(fn);
+  }
 
-    const outcomes: (IntakeOutcome | undefined)[] = units.map(() => undefined);
+  private async writeBatch(trx: Kysely<CoreTables>, units: IntakeUnit[]): Promise<IntakeOutcome[]> {
+    const sqlite = this.deps.storage.sqlite;
+    const usage = new UsageRepository(trx, sqlite);
+    const tallies = tallyOf(units);
+    // First, a write: on SQLite it takes the write lock, so nothing read below goes stale.
+    await usage.ensureCounters(tallies);
+
+    const outcomes: (IntakeOutcome | undefined)[] = new Array(units.length);
     const idempotency = new IdempotencyRepository(trx);
     const keyed = units.filter((u) => u.idempotency !== null).map((u) => u.idempotency!);
-    const claimed = await idempotency.claimMany(keyed);
-    units.forEach((unit, i) => {
-      if (unit.idempotency && !claimed.has(unit.idempotency.tracking_id)) outcomes[i] = { ok: true, value: 'replay' };
-    });
+    if (keyed.length > 0) {
+      const claimed = await idempotency.claimMany(keyed);
+      units.forEach((unit, i) => {
+        if (unit.idempotency && !claimed.has(unit.idempotency.tracking_id)) outcomes[i] = REPLAY;
+      });
+    }
 
-    const users = await this.readUsers(trx, units.filter((_, i) => outcomes[i] === undefined));
-    const used = await usageRepo.usedMany(cycles);
-    const counted = new Map<string, number>();
+    const users = await this.readUsers(trx, keyed.length > 0 ? units.filter((_, i) => outcomes[i] === undefined) : units);
+    const used = await usage.usedMany(tallies);
+    for (const tally of tallies) tally.used = used.get(`${tally.accountId}\u0000${tally.cycleStart}`) ?? 0;
     const accepted: AcceptedSend[] = [];
     const released: IdempotencyRow[] = [];
     const types = new Map<string, ReturnType<typeof autoCreatedTypeRow>>();
     units.forEach((unit, i) => {
       if (outcomes[i] !== undefined) return;
       const { accountId, envId } = unit;
-      const user = users.get(userKey(accountId, envId, unit.recipient.userId))!;
+      const user = users.find((g) => g.accountId === accountId && g.envId === envId)!.byId.get(unit.recipient.userId)!;
       let row: UserRow;
       try {
         row = planRecipientUpsert(user.latest, accountId, envId, unit.recipient.userId, unit.recipient.patch, unit.now, this.deps.secrets).row;
@@ -128,30 +136,30 @@ export class SendIntake {
         if (unit.idempotency) released.push(unit.idempotency);
         return;
       }
-      const cycle = cycleKey(accountId, unit.usage.cycleStart);
-      const count = counted.get(cycle) ?? 0;
-      if ((used.get(cycle) ?? 0) + count >= unit.usage.cap) {
-        outcomes[i] = { ok: true, value: 'cap' };
+      const tally = tallies.find((t) => t.accountId === accountId && t.cycleStart === unit.usage.cycleStart)!;
+      if (tally.used + tally.counted >= unit.usage.cap) {
+        outcomes[i] = CAP;
         if (unit.idempotency) released.push(unit.idempotency);
         return;
       }
-      counted.set(cycle, count + 1);
+      tally.counted++;
       user.latest = row;
       if (unit.ensureType) types.set(`${envId}\u0000${unit.ensureType}`, autoCreatedTypeRow(accountId, envId, unit.ensureType, unit.now));
-      accepted.push({ message: { ...unit.message, user_email: row.email, user_number: row.number }, job: unit.job });
-      outcomes[i] = { ok: true, value: 'ok' };
+      // The message is the unit's to fill (IntakeUnit.message).
+      unit.message.user_email = row.email;
+      unit.message.user_number = row.number;
+      accepted.push(unit);
+      outcomes[i] = OK;
     });
 
     await idempotency.releaseMany(released);
     await this.writeUsers(trx, users);
     await new TypesRepository(trx).insertManyIfMissing([...types.values()]);
-    await new MessagesRepository(trx).insertAccepted(accepted, this.queue);
+    await new MessagesRepository(trx, sqlite).insertAccepted(accepted, this.queue);
     // Counted once per account at the end, so the counter row is locked for one statement and
     // the commit (PostgreSQL). Another batch may have counted since the read: then redo alone.
-    for (const cycle of cycles) {
-      const count = counted.get(cycleKey(cycle.accountId, cycle.cycleStart)) ?? 0;
-      const cap = units.find((u) => u.accountId === cycle.accountId && u.usage.cycleStart === cycle.cycleStart)!.usage.cap;
-      if (count > 0 && !(await usageRepo.tryCount(cycle.accountId, cycle.cycleStart, cap, count))) throw new RedoAlone();
+    for (const tally of tallies) {
+      if (tally.counted > 0 && !(await usage.tryCount(tally.accountId, tally.cycleStart, tally.cap, tally.counted))) throw new RedoAlone();
     }
     return outcomes as IntakeOutcome[];
   }
@@ -160,58 +168,77 @@ export class SendIntake {
    * The batch's recipients, one query per environment. On PostgreSQL those the batch will change
    * are read again and locked (in id order), so a concurrent batch's change to them is not lost.
    */
-  private async readUsers(trx: Kysely<CoreTables>, units: IntakeUnit[]): Promise<Map<string, BatchUser>> {
+  private async readUsers(trx: Kysely<CoreTables>, units: IntakeUnit[]): Promise<EnvUsers[]> {
     const lockRows = this.deps.storage.dialect === 'postgres';
-    const repo = new UsersRepository(trx, lockRows);
-    const users = new Map<string, BatchUser>();
-    for (const group of groupBy(units, (u) => `${u.accountId}\u0000${u.envId}`).values()) {
-      const { accountId, envId } = group[0];
-      const ids = [...new Set(group.map((u) => u.recipient.userId))];
-      for (const id of ids) users.set(userKey(accountId, envId, id), { stored: undefined, latest: undefined });
-      for (const row of await repo.findMany(accountId, envId, ids)) users.set(userKey(accountId, envId, row.id), { stored: row, latest: row });
-      if (!lockRows) continue;
-      const changing = group.filter((u) => {
-        const stored = users.get(userKey(accountId, envId, u.recipient.userId))!.stored;
-        if (!stored) return false;
-        try {
-          return planRecipientUpsert(stored, accountId, envId, u.recipient.userId, u.recipient.patch, u.now, this.deps.secrets).write !== null;
-        } catch {
-          return false;
-        }
-      });
-      const locked = [...new Set(changing.map((u) => u.recipient.userId))];
-      for (const row of await repo.findMany(accountId, envId, locked, true)) users.set(userKey(accountId, envId, row.id), { stored: row, latest: row });
+    const repo = new UsersRepository(trx, lockRows, this.deps.storage.sqlite);
+    const groups: EnvUsers[] = [];
+    for (const unit of units) {
+      let group = groups.find((g) => g.accountId === unit.accountId && g.envId === unit.envId);
+      if (!group) {
+        group = { accountId: unit.accountId, envId: unit.envId, byId: new Map(), units: [] };
+        groups.push(group);
+      }
+      group.units.push(unit);
+      if (!group.byId.has(unit.recipient.userId)) group.byId.set(unit.recipient.userId, { stored: undefined, latest: undefined });
     }
-    return users;
+    for (const { accountId, envId, byId, units: own } of groups) {
+      for (const row of await repo.findMany(accountId, envId, [...byId.keys()])) byId.set(row.id, { stored: row, latest: row });
+      if (!lockRows) continue;
+      const changing = new Set<string>();
+      for (const u of own) {
+        const stored = byId.get(u.recipient.userId)!.stored;
+        if (!stored || changing.has(stored.id)) continue;
+        try {
+          if (planRecipientUpsert(stored, accountId, envId, u.recipient.userId, u.recipient.patch, u.now, this.deps.secrets).write !== null) changing.add(stored.id);
+        } catch {
+          // Refused: settled when the batch plans it, writes nothing.
+        }
+      }
+      for (const row of await repo.findMany(accountId, envId, [...changing], true)) byId.set(row.id, { stored: row, latest: row });
+    }
+    return groups;
   }
 
   /** New recipients in one INSERT, changed ones one UPDATE each (a repeated send changes nothing). */
-  private async writeUsers(trx: Kysely<CoreTables>, users: Map<string, BatchUser>): Promise<void> {
+  private async writeUsers(trx: Kysely<CoreTables>, groups: EnvUsers[]): Promise<void> {
     const repo = new UsersRepository(trx);
     const inserts: UserRow[] = [];
-    for (const { stored, latest } of users.values()) {
-      if (!latest || latest === stored) continue;
-      if (!stored) inserts.push(latest);
-      else await repo.update(latest.account_id, latest.env_id, latest.id, latest);
+    for (const { byId } of groups) {
+      for (const { stored, latest } of byId.values()) {
+        if (!latest || latest === stored) continue;
+        if (!stored) inserts.push(latest);
+        else await repo.update(latest.account_id, latest.env_id, latest.id, latest);
+      }
     }
     // A user created by a concurrent batch since the read (PostgreSQL): merge into it alone.
-    if ((await repo.insertManyIfAbsent(inserts)).size !== inserts.length) throw new RedoAlone();
+    if (inserts.length > 0 && (await repo.insertManyIfAbsent(inserts)).size !== inserts.length) throw new RedoAlone();
   }
 }
 
-function distinct<T>(items: T[], key: (item: T) => string): T[] {
-  const seen = new Map<string, T>();
-  for (const item of items) if (!seen.has(key(item))) seen.set(key(item), item);
-  return [...seen.values()];
+/** A batch's recipients in one environment. */
+interface EnvUsers {
+  accountId: string;
+  envId: string;
+  byId: Map<string, BatchUser>;
+  units: IntakeUnit[];
 }
 
-function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
-  const groups = new Map<string, T[]>();
-  for (const item of items) {
-    const k = key(item);
-    const group = groups.get(k);
-    if (group) group.push(item);
-    else groups.set(k, [item]);
+/** An account's billing cycle in a batch: used when the batch read it, and counted by the batch since. */
+interface Tally {
+  accountId: string;
+  cycleStart: string;
+  cap: number;
+  used: number;
+  counted: number;
+}
+
+/** The batch's cycles; a batch holds few accounts, so a scan is cheaper than a key per send. */
+function tallyOf(units: IntakeUnit[]): Tally[] {
+  const tallies: Tally[] = [];
+  for (const { accountId, usage } of units) {
+    if (!tallies.some((t) => t.accountId === accountId && t.cycleStart === usage.cycleStart)) {
+      tallies.push({ accountId, cycleStart: usage.cycleStart, cap: usage.cap, used: 0, counted: 0 });
+    }
   }
-  return groups;
+  return tallies;
 }

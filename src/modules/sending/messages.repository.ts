@@ -1,8 +1,12 @@
+import type SQLite from 'better-sqlite3';
 import { type Kysely, SqliteAdapter, type Updateable } from 'kysely';
 import type { Queue } from '../../queue/port.js';
 import type { CoreTables } from '../../storage/schema.js';
 import { SendJournal } from './messages.journal.js';
 import type { AttemptRow, DeliveriesTable, DeliveryRow, MessageRow, MessagesTable, SendingDb, SendingTables } from './sending.tables.js';
+
+/** Message rows per INSERT (24 parameters each; within SQLite's and PostgreSQL's limits). */
+const MESSAGES_PER_INSERT = 500;
 
 /** An accepted send: its message row (job_id null) and the job that will process it. */
 export interface AcceptedSend {
@@ -20,9 +24,10 @@ export class MessagesRepository {
   private readonly db: SendingDb;
   /** SQLite only. */
   private readonly journal: SendJournal | null;
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
+  /** `sqlite`: the SQLite connection, for the journal's prepared statements inside a transaction (the intake's). */
+  constructor(db: Kysely<CoreTables> | Kysely<any>, sqlite?: SQLite.Database) {
     this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
-    this.journal = db.getExecutor().adapter instanceof SqliteAdapter ? new SendJournal(db) : null;
+    this.journal = db.getExecutor().adapter instanceof SqliteAdapter ? new SendJournal(db, sqlite) : null;
   }
 
   /**
@@ -30,14 +35,22 @@ export class MessagesRepository {
    * process them: a scheduled send as a message row and its job at runAt; an immediate one the
    * same on PostgreSQL (one multi-row INSERT for the batch), journaled on SQLite.
    */
-  async insertAccepted(sends: AcceptedSend[], jobs: Pick<Queue, 'enqueue'>): Promise<void> {
-    const rows: MessageRow[] = [];
+  async insertAccepted(sends: AcceptedSend[], jobs: Pick<Queue, 'enqueueMany'>): Promise<void> {
+    const direct: AcceptedSend[] = [];
     const journaled: MessageRow[] = [];
-    for (const { message, job } of sends) {
-      if (this.journal && job.runAt === null) journaled.push(message);
-      else rows.push({ ...message, job_id: await jobs.enqueue(this.db, job.name, job.data, job.runAt ? { runAt: job.runAt } : {}) });
+    for (const send of sends) {
+      if (this.journal && send.job.runAt === null) journaled.push(send.message);
+      else direct.push(send);
     }
-    if (rows.length > 0) await this.db.insertInto('messages').values(rows).execute();
+    if (direct.length > 0) {
+      const ids = await jobs.enqueueMany(
+        this.db,
+        direct.map(({ job }) => ({ name: job.name, data: job.data, options: job.runAt ? { runAt: job.runAt } : {} })),
+      );
+      const rows = direct.map(({ message }, i) => ({ ...message, job_id: ids[i] }));
+      // Bounded statements: a broadcast's batch may hold thousands of sends.
+      for (let i = 0; i < rows.length; i += MESSAGES_PER_INSERT) await this.db.insertInto('messages').values(rows.slice(i, i + MESSAGES_PER_INSERT)).execute();
+    }
     await this.journal?.append(journaled, jobs);
   }
 
