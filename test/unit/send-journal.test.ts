@@ -1,4 +1,4 @@
-// The intake journal's chunk format (SqliteIntake writes it, the ingest job and log reads parse it)
+// The intake journal's chunk format (the messages repository writes it on SQLite, the ingest job and log reads parse it)
 // and the recipient read that decides whether a send writes its user.
 import { describe, expect, it } from 'vitest';
 import { journalChunk, journalEntry, parseMessages } from '../../src/modules/sending/messages.journal.js';

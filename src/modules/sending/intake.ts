@@ -61,6 +61,11 @@ interface BatchUser {
  * succeeding or failing alone. Engine-agnostic: what is faster on one engine (SQLite's journal
  * of immediate sends) is inside the repositories.
  *
+ * Measured (issue 11, 50 concurrent callers, no HTTP, CPU per send): the SQLite intake before
+ * this one cost about 10 µs per send; this one through Kysely alone about 20 (building and
+ * compiling each statement, and garbage); with the hot statements of its repositories prepared
+ * on SQLite (usage, recipients, journal, jobs) about 10 again.
+ *
  * A unit refused by a rule (its key is held, the cap is reached, its recipient cannot be
  * merged) is settled without writing; a batch that cannot commit as a whole (a database error,
  * a user created or a counter moved by a concurrent batch on PostgreSQL) is rolled back and
