@@ -12,15 +12,25 @@ export interface Storage {
   db: Kysely<CoreTables>;
   dialect: Dialect;
   /**
-   * The SQLite connection under `db` (SQLite only), for the few hot paths that run a whole batch
-   * synchronously. Use it only while holding Kysely's connection (`db.connection().execute`), so
-   * its statements never interleave with an open Kysely transaction.
+   * The SQLite connection under `db` (SQLite only), its prepare() cached by SQL text, for the
+   * few hot paths that run prepared statements (see heldSqlite). Use it only while holding
+   * Kysely's connection (inside a transaction), so its statements never interleave with another
+   * open Kysely transaction.
    */
   sqlite?: SQLite.Database;
   /** Runs migrations up to the latest; safe to call from several processes at once on PostgreSQL. */
   migrate(): Promise<string[]>;
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * The SQLite connection under `db` when `db` is a transaction (which holds the connection, so a
+ * statement on it joins that transaction), for repositories that run prepared statements on a
+ * hot path; null otherwise (PostgreSQL, or outside a transaction).
+ */
+export function heldSqlite(db: Kysely<any>, sqlite: SQLite.Database | undefined): SQLite.Database | null {
+  return sqlite && db.isTransaction ? sqlite : null;
 }
 
 // Count columns come back as strings from pg (int8); read them as numbers.
@@ -53,11 +63,13 @@ export function openStorage(options: StorageOptions): Storage {
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
-  const db = new Kysely<CoreTables>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) });
+  // One statement cache for Kysely and the hot paths that prepare statements themselves.
+  const cached = withStatementCache(database);
+  const db = new Kysely<CoreTables>({ dialect: new SqliteDialect({ database: cached }) });
   const storage = wrap(db, 'sqlite');
   return {
     ...storage,
-    sqlite: database,
+    sqlite: cached,
     async migrate() {
       const applied = await storage.migrate();
       refreshPlannerStatistics(database);

@@ -1,7 +1,7 @@
 import { type Kysely, SqliteAdapter } from 'kysely';
 
 /**
- * Sends accepted on SQLite and not yet ingested into `messages` (see SqliteIntake): one row per
+ * Sends accepted on SQLite and not yet ingested into `messages` (see messages.journal.ts): one row per
  * chunk of up to 16 sends of a group commit, their message rows as a JSON array, each row with
  * one `sends.ingest` job committed beside it. SQLite only: on PostgreSQL the intake writes the
  * message rows directly.
