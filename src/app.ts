@@ -33,8 +33,10 @@ import type { Services } from './services.js';
  * function): each module's routes get the services they call, and construct none.
  */
 export async function buildApp(deps: Deps, services: Services): Promise<App> {
+  // Fastify infers its logger type from loggerInstance; the routes are typed for the base logger.
+  const loggerInstance: FastifyBaseLogger = deps.logger;
   const app = Fastify({
-    loggerInstance: deps.logger as FastifyBaseLogger,
+    loggerInstance,
     childLoggerFactory: lazyChildLogger,
     // Each request's id is the trackingId of its error body and of its log lines.
     genReqId: () => deps.ids.uuid(),

@@ -48,7 +48,7 @@ describe.each(STORAGE_KINDS)('published in-app client @notificationapi/core (%s)
       const url = String(input);
       calls.push({ method: init?.method ?? 'GET', url, headers: { ...(init?.headers as Record<string, string>) }, body: init?.body as string | undefined });
       return realFetch(plain(url), init);
-    }) as typeof fetch;
+    });
     (globalThis as { WebSocket?: unknown }).WebSocket = PlainWebSocket;
   });
   afterEach(() => {

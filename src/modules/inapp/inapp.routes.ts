@@ -160,7 +160,7 @@ export async function inappRoutes(
         },
       },
       async (req) => {
-        await service.markSeen(req.inappScope, markSeenFilter(req.body as MarkSeenBodyType));
+        await service.markSeen(req.inappScope, markSeenFilter(req.body));
         return { success: true };
       },
     );

@@ -46,8 +46,8 @@ export function slackExecutor(deps: Deps, services: { users: UsersService; slack
       const posted = await sender.post({
         token,
         destination: user.channel,
-        content: content as SlackContent,
-        options: options as SlackPostOptions,
+        content,
+        options,
       });
       return {
         result: { providerMessageId: `${posted.channel}:${posted.ts}`, response: `ok channel=${posted.channel} ts=${posted.ts}` },
