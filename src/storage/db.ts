@@ -29,7 +29,7 @@ export interface Storage {
  * statement on it joins that transaction), for repositories that run prepared statements on a
  * hot path; null otherwise (PostgreSQL, or outside a transaction).
  */
-export function heldSqlite(db: Kysely<any>, sqlite: SQLite.Database | undefined): SQLite.Database | null {
+export function heldSqlite<DB>(db: Kysely<DB>, sqlite: SQLite.Database | undefined): SQLite.Database | null {
   return sqlite && db.isTransaction ? sqlite : null;
 }
 
@@ -139,7 +139,8 @@ function withStatementCache(database: SQLite.Database, max = 1000): SQLite.Datab
 const migrationFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 
 /**
- * Every file in migrations/ is one migration, applied in name order. Each module adds its own
+ * Every file in migrations/ is one migration (taking a `Kysely<unknown>`: a migration describes
+ * the schema as it was at its step, never the current table types), applied in name order. Each module adds its own
  * file (NNNN_<module>.ts). Our own import() (not Kysely's) so the same code loads .ts under
  * tsx/vitest and .js from dist.
  */

@@ -25,8 +25,8 @@ export class SendJournal {
   private readonly db: SendingDb;
   private readonly sqlite: SQLite.Database | null;
   /** `sqlite`: the connection, for append's prepared insert inside the caller's transaction. */
-  constructor(db: Kysely<CoreTables> | Kysely<any>, sqlite?: SQLite.Database) {
-    this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
+  constructor(db: Kysely<CoreTables>, sqlite?: SQLite.Database) {
+    this.db = db.withTables<SendingTables>();
     this.sqlite = heldSqlite(db, sqlite);
   }
 
