@@ -111,10 +111,10 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   sendingRoutes(app, services.sending);
   logRoutes(app, deps, services.logs);
   await telephonyRoutes(app, services);
-  await webPushRoutes(app, services);
-  await apnRoutes(app, services.apnSettings);
-  await fcmRoutes(app, services.fcmSettings);
-  await slackRoutes(app, services.slackSettings);
+  webPushRoutes(app, services);
+  apnRoutes(app, services.apnSettings);
+  fcmRoutes(app, services.fcmSettings);
+  slackRoutes(app, services.slackSettings);
   // Local stand-ins for providers: the mail catcher always (mail goes there without SMTP), the
   // development carrier when no Twilio credentials are configured.
   mailCatcherRoutes(app, services.mailCatcher);
