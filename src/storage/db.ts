@@ -130,8 +130,8 @@ function withStatementCache(database: SQLite.Database, max = 1000): SQLite.Datab
   return new Proxy(database, {
     get(target, prop) {
       if (prop === 'prepare') return prepare;
-      const value = Reflect.get(target, prop, target);
-      return typeof value === 'function' ? value.bind(target) : value;
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
 }
@@ -168,7 +168,7 @@ function wrap(db: Kysely<CoreTables>, dialect: Dialect, schema?: string): Storag
         ...(schema ? { migrationTableSchema: schema } : {}),
       });
       const { error, results } = await migrator.migrateToLatest();
-      if (error) throw error instanceof Error ? error : new Error(String(error));
+      if (error) throw error instanceof Error ? error : new Error('migration failed', { cause: error });
       return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
     },
     async ping() {

@@ -5,7 +5,6 @@ import {
   type InappNotification,
   type InappReply,
   STATUS_FIELDS,
-  type StatusField,
   parseInstant,
   parseStatusValue,
   toInappNotification,

@@ -175,7 +175,9 @@ export function parseMessages(json: string): MessageRow[] {
     const row = {} as Record<string, unknown>;
     if (Array.isArray(entry)) {
       for (const column of MESSAGE_COLUMNS) row[column] = null;
-      ENTRY_COLUMNS.forEach((column, i) => (row[column] = i === REQUEST_INDEX ? JSON.stringify(entry[i]) : entry[i]));
+      ENTRY_COLUMNS.forEach((column, i) => {
+        row[column] = i === REQUEST_INDEX ? JSON.stringify(entry[i]) : entry[i];
+      });
       row.state = 'queued';
     } else {
       const partial = entry as Partial<MessageRow>;

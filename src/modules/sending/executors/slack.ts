@@ -1,5 +1,4 @@
 import { SlackClients } from '../../../channels/slack/client.js';
-import type { SlackContent, SlackPostOptions } from '../../../channels/slack/message.js';
 import { SlackSender } from '../../../channels/slack/sender.js';
 import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
