@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LightMyRequestResponse } from 'fastify';
 import { signAccountToken } from '../../src/modules/auth/jwt.js';
 import { PERMISSIONS, type Permission } from '../../src/http/permissions.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -74,7 +75,7 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
     // The development carrier posts its inbound webhook to Clarion over real HTTP.
     t.deps.config.publicUrl = await t.app.listen({ port: 0, host: '127.0.0.1' });
     const acct = `Bearer ${t.account.apiKey}`;
-    const ok = async (p: Promise<{ statusCode: number; json(): any }>) => {
+    const ok = async (p: Promise<LightMyRequestResponse>) => {
       const res = await p;
       expect(res.statusCode, JSON.stringify(res.json())).toBeLessThan(300);
       return res.json();

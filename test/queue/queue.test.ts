@@ -651,7 +651,7 @@ describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('pg-boss lock heart
 
     const beat = q.heartbeat([second, first]).then(
       () => 'ok',
-      (err: { code?: string }) => err.code ?? String(err),
+      (err: Error & { code?: string }) => err.code ?? String(err),
     );
     // Watched from another connection: inside a transaction pg_stat_activity is a frozen snapshot.
     const waiting = () =>

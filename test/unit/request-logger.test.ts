@@ -1,5 +1,4 @@
 import { Writable } from 'node:stream';
-import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { lazyChildLogger } from '../../src/http/request-logger.js';
