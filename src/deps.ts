@@ -129,6 +129,6 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
     }),
   };
   // Built last: it reads the other dependencies.
-  deps.inappRealtime = new InappRealtime(deps as Deps);
+  deps.inappRealtime = new InappRealtime(deps);
   return deps as Deps;
 }

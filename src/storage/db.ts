@@ -29,7 +29,7 @@ export interface Storage {
  * statement on it joins that transaction), for repositories that run prepared statements on a
  * hot path; null otherwise (PostgreSQL, or outside a transaction).
  */
-export function heldSqlite(db: Kysely<any>, sqlite: SQLite.Database | undefined): SQLite.Database | null {
+export function heldSqlite<DB>(db: Kysely<DB>, sqlite: SQLite.Database | undefined): SQLite.Database | null {
   return sqlite && db.isTransaction ? sqlite : null;
 }
 
@@ -130,8 +130,8 @@ function withStatementCache(database: SQLite.Database, max = 1000): SQLite.Datab
   return new Proxy(database, {
     get(target, prop) {
       if (prop === 'prepare') return prepare;
-      const value = Reflect.get(target, prop, target);
-      return typeof value === 'function' ? value.bind(target) : value;
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
 }
@@ -139,7 +139,8 @@ function withStatementCache(database: SQLite.Database, max = 1000): SQLite.Datab
 const migrationFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 
 /**
- * Every file in migrations/ is one migration, applied in name order. Each module adds its own
+ * Every file in migrations/ is one migration (taking a `Kysely<unknown>`: a migration describes
+ * the schema as it was at its step, never the current table types), applied in name order. Each module adds its own
  * file (NNNN_<module>.ts). Our own import() (not Kysely's) so the same code loads .ts under
  * tsx/vitest and .js from dist.
  */
@@ -167,7 +168,7 @@ function wrap(db: Kysely<CoreTables>, dialect: Dialect, schema?: string): Storag
         ...(schema ? { migrationTableSchema: schema } : {}),
       });
       const { error, results } = await migrator.migrateToLatest();
-      if (error) throw error instanceof Error ? error : new Error(String(error));
+      if (error) throw error instanceof Error ? error : new Error('migration failed', { cause: error });
       return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
     },
     async ping() {

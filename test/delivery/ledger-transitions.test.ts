@@ -105,11 +105,11 @@ describe.each(STORAGE_KINDS)('delivery ledger transition table (%s)', (kind) => 
     expect(refusals(lines).map((l) => l.trackingId).sort()).toEqual(['callers-canceled', 'callers-processed']);
 
     // A canceled message is never processed.
-    expect(await ledger.transaction((tx) => tx.markProcessed(rows[2]!, { at: AT, skipped: {} }))).toBe(false);
+    expect(await ledger.transaction((tx) => tx.markProcessed(rows[2], { at: AT, skipped: {} }))).toBe(false);
     expect(await messageState(storage.db, 'callers-canceled')).toBe('canceled');
 
     // A delivery cannot be created in a reserved status.
-    const held = deliveryRow(rows[1]!, { id: 'callers-held', channel: 'email', status: 'held' as DeliveryRow['status'] });
+    const held = deliveryRow(rows[1], { id: 'callers-held', channel: 'email', status: 'held' as DeliveryRow['status'] });
     await ledger.transaction((tx) => tx.insertDeliveries([held]));
     expect(await deliveryOf(storage.db, 'callers-held')).toBeUndefined();
 

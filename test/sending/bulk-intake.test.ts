@@ -72,7 +72,7 @@ describe.each(STORAGE_KINDS)('bulk intake (%s)', (kind) => {
     // A key held by an earlier send, and a user whose properties are just under the limit.
     await t.deps.db
       .insertInto('idempotency_keys' as never)
-      .values({ env_id: envId, key: 'held', request_hash: 'h', tracking_id: 'earlier', response: '{}', created_at: now } as never)
+      .values({ env_id: envId, key: 'held', request_hash: 'h', tracking_id: 'earlier', response: '{}', created_at: now })
       .execute();
     const properties = Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`p${i}`, 'v'.repeat(240)]));
     expect((await t.app.inject({ method: 'POST', url: '/users/full-user', headers: t.auth, payload: { properties } })).statusCode).toBe(200);

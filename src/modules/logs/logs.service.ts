@@ -130,9 +130,10 @@ export class LogsService {
   async runQuery(queryId: string): Promise<void> {
     const row = await this.repo.findQueryForWork(queryId);
     if (!row || row.status !== 'Running') return;
-    let stored: LogFilters & { rawStatus: string | null; rawChannels: string[] | null };
+    type StoredFilters = LogFilters & { rawStatus: string | null; rawChannels: string[] | null };
+    let stored: StoredFilters;
     try {
-      stored = JSON.parse(row.filters);
+      stored = JSON.parse(row.filters) as StoredFilters;
     } catch {
       throw new PermanentJobError(`log query ${queryId}: stored filters are not JSON`);
     }

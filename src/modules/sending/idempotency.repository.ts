@@ -6,8 +6,8 @@ export type IdempotencyRow = Selectable<IdempotencyKeysTable>;
 
 export class IdempotencyRepository {
   private readonly db: SendingDb;
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
-    this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
+  constructor(db: Kysely<CoreTables>) {
+    this.db = db.withTables<SendingTables>();
   }
 
   find(envId: string, key: string): Promise<IdempotencyRow | undefined> {

@@ -25,8 +25,8 @@ export class SendJournal {
   private readonly db: SendingDb;
   private readonly sqlite: SQLite.Database | null;
   /** `sqlite`: the connection, for append's prepared insert inside the caller's transaction. */
-  constructor(db: Kysely<CoreTables> | Kysely<any>, sqlite?: SQLite.Database) {
-    this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
+  constructor(db: Kysely<CoreTables>, sqlite?: SQLite.Database) {
+    this.db = db.withTables<SendingTables>();
     this.sqlite = heldSqlite(db, sqlite);
   }
 
@@ -175,7 +175,9 @@ export function parseMessages(json: string): MessageRow[] {
     const row = {} as Record<string, unknown>;
     if (Array.isArray(entry)) {
       for (const column of MESSAGE_COLUMNS) row[column] = null;
-      ENTRY_COLUMNS.forEach((column, i) => (row[column] = i === REQUEST_INDEX ? JSON.stringify(entry[i]) : entry[i]));
+      ENTRY_COLUMNS.forEach((column, i) => {
+        row[column] = i === REQUEST_INDEX ? JSON.stringify(entry[i]) : entry[i];
+      });
       row.state = 'queued';
     } else {
       const partial = entry as Partial<MessageRow>;

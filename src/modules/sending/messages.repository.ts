@@ -26,8 +26,8 @@ export class MessagesRepository {
   /** SQLite only. */
   private readonly journal: SendJournal | null;
   /** `sqlite`: the SQLite connection, for the journal's prepared statements inside a transaction (the intake's). */
-  constructor(db: Kysely<CoreTables> | Kysely<any>, sqlite?: SQLite.Database) {
-    this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
+  constructor(db: Kysely<CoreTables>, sqlite?: SQLite.Database) {
+    this.db = db.withTables<SendingTables>();
     this.journal = db.getExecutor().adapter instanceof SqliteAdapter ? new SendJournal(db, sqlite) : null;
   }
 

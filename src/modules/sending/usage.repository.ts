@@ -16,8 +16,8 @@ const INCREMENT = 'UPDATE usage_counters SET messages = messages + ? WHERE accou
 export class UsageRepository {
   private readonly db: SendingDb;
   private readonly sqlite: SQLite.Database | null;
-  constructor(db: Kysely<CoreTables> | Kysely<any>, sqlite?: SQLite.Database) {
-    this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
+  constructor(db: Kysely<CoreTables>, sqlite?: SQLite.Database) {
+    this.db = db.withTables<SendingTables>();
     this.sqlite = heldSqlite(db, sqlite);
   }
 

@@ -320,7 +320,7 @@ const PATCH_COLUMNS = {
 export function recipientColumns(patch: IdentifyPatch): string {
   let mask = 0;
   for (const field in patch) mask |= PATCH_BITS[field as keyof IdentifyPatch] ?? 0;
-  return COLUMN_LISTS[mask]!;
+  return COLUMN_LISTS[mask];
 }
 
 const PATCH_FIELDS = Object.keys(PATCH_COLUMNS) as (keyof IdentifyPatch)[];

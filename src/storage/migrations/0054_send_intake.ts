@@ -6,7 +6,7 @@ import { type Kysely, SqliteAdapter } from 'kysely';
  * one `sends.ingest` job committed beside it. SQLite only: on PostgreSQL the intake writes the
  * message rows directly.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   if (!(db.getExecutor().adapter instanceof SqliteAdapter)) return;
   await db.schema
     .createTable('send_intake')
@@ -17,7 +17,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   if (!(db.getExecutor().adapter instanceof SqliteAdapter)) return;
   await db.schema.dropTable('send_intake').ifExists().execute();
 }

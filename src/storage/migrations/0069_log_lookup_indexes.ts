@@ -9,10 +9,10 @@ import type { Kysely } from 'kysely';
  * (tracking_id, channel) unique index.) It is one more B-tree write per message; the bench
  * measures acceptance on the grown store against the empty one.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.createIndex('messages_account_user_received').ifNotExists().on('messages').columns(['account_id', 'user_id', 'received_at']).execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropIndex('messages_account_user_received').ifExists().execute();
 }
