@@ -24,10 +24,11 @@ export default tseslint.config(
   },
   { files: ['**/*.mjs'], languageOptions: { globals: { process: 'readonly', console: 'readonly' } } },
   {
-    // Tests read JSON answers (`res.json()` is `any`) and assert on them field by field: typing every
-    // answer would restate the schemas the server already enforces, so the no-unsafe-* family, which
-    // only tracks `any` flowing on, is off here. Everything else applies to tests as to src.
-    files: ['test/**/*.ts'],
+    // Tests and benchmarks read JSON answers (`res.json()` is `any`) and use them field by field:
+    // typing every answer would restate the schemas the server already enforces, so the
+    // no-unsafe-* family, which only tracks `any` flowing on, is off here. Everything else applies
+    // to them as to src.
+    files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {
       '@typescript-eslint/no-unsafe-member-access': 'off',
       '@typescript-eslint/no-unsafe-assignment': 'off',

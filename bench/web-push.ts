@@ -40,14 +40,14 @@ async function endpointMode(): Promise<void> {
       process.stdout.write(`STATS ${JSON.stringify({ accepted: endpoint.accepted().length, rejected: endpoint.rejected.length, lastRejection: endpoint.rejected.at(-1) })}\n`);
     }
   });
-  process.stdin.on('end', () => endpoint.close().then(() => process.exit(0)));
+  process.stdin.on('end', () => void endpoint.close().then(() => process.exit(0)));
 }
 
-function startEndpoint(): Promise<{ child: ChildProcess; info: EndpointInfo; stats(): Promise<{ accepted: number; rejected: number }> }> {
+function startEndpoint(): Promise<{ child: ChildProcess; info: EndpointInfo; stats: () => Promise<{ accepted: number; rejected: number }> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', SELF, '--endpoint'], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
   const waiters: ((line: string) => void)[] = [];
-  child.stdout!.on('data', (d) => {
+  child.stdout.on('data', (d) => {
     out += d;
     let nl;
     while ((nl = out.indexOf('\n')) >= 0) {
@@ -59,14 +59,14 @@ function startEndpoint(): Promise<{ child: ChildProcess; info: EndpointInfo; sta
   const nextLine = () => new Promise<string>((resolve) => waiters.push(resolve));
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`push endpoint exited ${code}`)));
-    nextLine().then((line) => {
+    void nextLine().then((line) => {
       if (!line.startsWith('READY ')) return reject(new Error(`push endpoint said: ${line}`));
       resolve({
         child,
         info: JSON.parse(line.slice(6)) as EndpointInfo,
         async stats() {
           const reply = nextLine();
-          child.stdin!.write('stats\n');
+          child.stdin.write('stats\n');
           return JSON.parse((await reply).slice(6));
         },
       });
@@ -100,7 +100,7 @@ export async function runWebPushBench(options: { sends?: number; concurrency?: n
   const payloads = Array.from({ length: 100 }, (_, i) =>
     webPushPayload({ title: `Order ${i} shipped`, message: `Your order #${i} is on its way`, icon: 'https://cdn.example.com/icon.png', url: `https://shop.example.com/orders/${i}` }),
   );
-  const subscription = (i: number) => info.subscriptions[i % info.subscriptions.length]!;
+  const subscription = (i: number) => info.subscriptions[i % info.subscriptions.length];
   const ttlSeconds = 86_400;
 
   // The raw library with a keep-alive agent trusting the local CA (its default agent is keep-alive on Node 20 too).
@@ -110,7 +110,7 @@ export async function runWebPushBench(options: { sends?: number; concurrency?: n
       .sendNotification(subscription(i), payloads[i % payloads.length], { vapidDetails: vapid, TTL: ttlSeconds, urgency: 'normal', agent })
       .then((r) => r.statusCode === 201);
   const sender = new WebPushSender({ now: () => new Date(), allowPrivateNetworks: true, ttlSeconds, urgency: 'normal', ca: info.ca, connectionsPerOrigin: concurrency });
-  const ours = (i: number) => sender.send(vapid, subscription(i), payloads[i % payloads.length]!).then((o) => o.ok);
+  const ours = (i: number) => sender.send(vapid, subscription(i), payloads[i % payloads.length]).then((o) => o.ok);
 
   try {
     await drive(200, concurrency, raw);

@@ -74,7 +74,7 @@ export function validateInlineAttachments(attachments: unknown): EmailAttachment
     if (hasUrl) {
       let parsed: URL;
       try {
-        parsed = new URL(url as string);
+        parsed = new URL(url);
       } catch {
         throw invalid(`${where}.url is not a valid URL.`);
       }
