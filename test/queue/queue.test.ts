@@ -579,6 +579,30 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
   });
 });
 
+describe('sqlite queue: completing a batch', () => {
+  let env: QueueEnv;
+  beforeEach(async () => {
+    env = await queueEnv('sqlite');
+  });
+  afterEach(async () => {
+    await env.cleanup();
+  });
+
+  it('completes in one statement only the runs this worker still holds', async () => {
+    const q = env.queue();
+    for (let i = 0; i < 3; i++) await q.enqueue(env.storage.db, 't.fence', { i });
+    const backend = q as unknown as JobBackend;
+    const claimed = await backend.claim('t.fence', 3);
+    expect(claimed).toHaveLength(3);
+    // The second job was released and claimed again, here too: a new run, not the one completed.
+    await (env.storage.db as any).updateTable('queue_jobs').set({ attempt: 2 }).where('id', '=', claimed[1]!.id).execute();
+    await backend.completeMany!(claimed);
+    expect((await env.job(claimed[0]!.id))?.state).toBe('done');
+    expect(await env.job(claimed[1]!.id)).toMatchObject({ state: 'running', attempt: 2 });
+    expect((await env.job(claimed[2]!.id))?.state).toBe('done');
+  });
+});
+
 describe('sqlite queue purge', () => {
   let env: QueueEnv;
   beforeEach(async () => {
