@@ -33,8 +33,10 @@ import type { Services } from './services.js';
  * function): each module's routes get the services they call, and construct none.
  */
 export async function buildApp(deps: Deps, services: Services): Promise<App> {
+  // Fastify infers its logger type from loggerInstance; the routes are typed for the base logger.
+  const loggerInstance: FastifyBaseLogger = deps.logger;
   const app = Fastify({
-    loggerInstance: deps.logger as FastifyBaseLogger,
+    loggerInstance,
     childLoggerFactory: lazyChildLogger,
     // Each request's id is the trackingId of its error body and of its log lines.
     genReqId: () => deps.ids.uuid(),
@@ -109,10 +111,10 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   sendingRoutes(app, services.sending);
   logRoutes(app, deps, services.logs);
   await telephonyRoutes(app, services);
-  await webPushRoutes(app, services);
-  await apnRoutes(app, services.apnSettings);
-  await fcmRoutes(app, services.fcmSettings);
-  await slackRoutes(app, services.slackSettings);
+  webPushRoutes(app, services);
+  apnRoutes(app, services.apnSettings);
+  fcmRoutes(app, services.fcmSettings);
+  slackRoutes(app, services.slackSettings);
   // Local stand-ins for providers: the mail catcher always (mail goes there without SMTP), the
   // development carrier when no Twilio credentials are configured.
   mailCatcherRoutes(app, services.mailCatcher);

@@ -73,8 +73,19 @@ export const REDACTED_LOG_PATHS = [
   '*.password',
 ];
 
+/**
+ * The process's logger. By default it writes to stdout asynchronously, as pino advises for
+ * throughput: lines logged while a write is in flight are gathered and written together, instead
+ * of one blocking write(2) per line on the event loop (at the default level, one line per
+ * request). pino writes what is still buffered synchronously when the process exits (its exit
+ * hook for asynchronous destinations), which shutdown and fatal errors reach through
+ * process.exit; only a kill -9 can lose the last lines (log lines, never messages).
+ */
 export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream): Logger {
-  return pino({ level: config.logLevel, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: requestLogSerializers }, destination);
+  return pino(
+    { level: config.logLevel, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: requestLogSerializers },
+    destination ?? pino.destination({ dest: 1, sync: false }),
+  );
 }
 
 export interface BuildDepsOverrides {
@@ -118,6 +129,6 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
     }),
   };
   // Built last: it reads the other dependencies.
-  deps.inappRealtime = new InappRealtime(deps as Deps);
+  deps.inappRealtime = new InappRealtime(deps);
   return deps as Deps;
 }

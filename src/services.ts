@@ -91,6 +91,7 @@ export function buildServices(deps: Deps): Services {
   const renderer = new LiquidRenderer();
   const auth = new AuthService(deps, repositories);
   const numbers = new NumbersService(deps, repositories.telephony);
+  const users = new UsersService(deps);
   return {
     repositories,
     renderer,
@@ -98,7 +99,7 @@ export function buildServices(deps: Deps): Services {
     accounts: new AccountsService(deps, repositories.accounts),
     environments: new EnvironmentsService(deps, repositories.environments),
     keys: new KeysService(deps, repositories, auth.apiKeys),
-    users: new UsersService(deps),
+    users,
     types: new TypesService(deps),
     templates: new TemplatesService(deps, renderer),
     components: new ComponentsService(deps, renderer),
@@ -110,7 +111,7 @@ export function buildServices(deps: Deps): Services {
     slackSettings: new SlackSettingsService(deps),
     emailSettings: new EmailSettingsService(deps, repositories.emailSettings),
     numbers,
-    telephonyCallbacks: new TelephonyCallbacks(deps),
+    telephonyCallbacks: new TelephonyCallbacks(deps, users, repositories.telephony),
     sending: new SendingService(deps, deps.queue),
     logs: new LogsService(deps, deps.queue),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),

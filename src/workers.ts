@@ -32,7 +32,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
 
   // Every hour (as before: not at start), each process schedules that hour's purge; it runs once.
   const schedule = () => maintenance.schedulePurge().catch((err) => deps.logger.warn({ err }, 'could not schedule the retention purge'));
-  const timer = setInterval(schedule, HOUR_MS);
+  const timer = setInterval(() => void schedule(), HOUR_MS);
   timer.unref();
 
   let stopped: Promise<void> | null = null;

@@ -94,7 +94,7 @@ NON_GLOBAL_V6.addSubnet('5f00::', 16, 'ipv6'); // SRv6 SIDs
 
 /** The eight 16-bit groups of an address isIP() already accepted as IPv6 (zone id dropped). */
 function ipv6Groups(address: string): number[] {
-  const bare = address.split('%')[0]!.toLowerCase();
+  const bare = address.split('%')[0].toLowerCase();
   const toGroups = (part: string): number[] => {
     if (part === '') return [];
     return part.split(':').flatMap((piece) => {
@@ -121,13 +121,13 @@ function ipv4FromGroups(hi: number, lo: number): string {
  */
 function embeddedIpv4(g: readonly number[]): string[] {
   const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
-  const last = ipv4FromGroups(g[6]!, g[7]!);
+  const last = ipv4FromGroups(g[6], g[7]);
   if (zeros(0, 5) && g[5] === 0xffff) return [last];
   if (zeros(0, 4) && g[4] === 0xffff && g[5] === 0) return [last];
   if (zeros(0, 6)) return [last];
   if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return [last];
-  if (g[0] === 0x2002) return [ipv4FromGroups(g[1]!, g[2]!)];
-  if (g[0] === 0x2001 && g[1] === 0) return [ipv4FromGroups(g[2]!, g[3]!), ipv4FromGroups(g[6]! ^ 0xffff, g[7]! ^ 0xffff)];
+  if (g[0] === 0x2002) return [ipv4FromGroups(g[1], g[2])];
+  if (g[0] === 0x2001 && g[1] === 0) return [ipv4FromGroups(g[2], g[3]), ipv4FromGroups(g[6] ^ 0xffff, g[7] ^ 0xffff)];
   return [];
 }
 
@@ -143,7 +143,7 @@ export function blockedReason(address: string, allowPrivateNetworks = false, all
   const family = isIP(ip);
   if (family === 0) return 'not an IP address';
   if (family === 4) return ipv4Reason(ip, allowPrivateNetworks, allowAddresses);
-  const bare = ip.split('%')[0]!;
+  const bare = ip.split('%')[0];
   if (ALWAYS_BLOCKED.check(bare, 'ipv6')) return 'unspecified, multicast or reserved address';
   const groups = ipv6Groups(bare);
   // ::1 reads as IPv4-compatible 0.0.0.1; it is loopback, not "this network".
@@ -183,7 +183,7 @@ export async function resolvePublicAddress(
     const reason = blockedReason(address, options.allowPrivateNetworks, options.allowAddresses);
     if (reason) throw new SafeFetchError('ADDRESS_BLOCKED', `${bare} resolves to ${address}, a ${reason}; refusing to connect.`);
   }
-  const first = addresses[0]!;
+  const first = addresses[0];
   return { address: first.address, family: first.family === 6 ? 6 : 4 };
 }
 

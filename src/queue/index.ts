@@ -15,6 +15,6 @@ export type QueueOptions = SqliteQueueOptions & PgBossQueueOptions;
  * The job queue of this storage: the embedded queue in the same SQLite database, or pg-boss on
  * the same PostgreSQL. Either way enqueue() joins the caller's transaction.
  */
-export function createQueue(storage: Pick<Storage, 'db' | 'dialect'>, options: QueueOptions = {}): Queue {
-  return storage.dialect === 'postgres' ? new PgBossQueue(storage.db, options) : new SqliteQueue(storage.db, options);
+export function createQueue(storage: Pick<Storage, 'db' | 'dialect'> & Partial<Pick<Storage, 'sqlite'>>, options: QueueOptions = {}): Queue {
+  return storage.dialect === 'postgres' ? new PgBossQueue(storage.db, options) : new SqliteQueue(storage.db, { sqlite: storage.sqlite, ...options });
 }

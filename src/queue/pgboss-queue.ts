@@ -3,7 +3,7 @@ import pg from 'pg';
 import PgBoss from 'pg-boss';
 import { uuidv7 } from 'uuidv7';
 import type { Ids } from '../clock.js';
-import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type Queue, type WorkOptions, keyedJobId } from './port.js';
+import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type WorkOptions, keyedJobId } from './port.js';
 import { type ClaimedJob, type JobBackend, JobRunner } from './runner.js';
 import { type CommonQueueOptions, resolveMaxAttempts } from './sqlite-queue.js';
 
@@ -177,6 +177,41 @@ export class PgBossQueue implements Queue, JobBackend {
     }
     this.runner.nudge(name);
     return `${name}:${uuid}`;
+  }
+
+  /**
+   * One pg-boss insert (a single statement for the whole list) and one NOTIFY per name, instead
+   * of a round trip per job: a batch of accepted sends enqueues its jobs together.
+   */
+  async enqueueMany(tx: Kysely<any>, jobs: JobToEnqueue[]): Promise<string[]> {
+    if (jobs.length === 0) return [];
+    for (const name of new Set(jobs.map((j) => j.name))) await this.ensureQueue(name);
+    const rows = jobs.map(({ name, data, options = {} }) => {
+      const maxAttempts = resolveMaxAttempts(options.maxAttempts, this.options.maxAttempts ?? 10);
+      return {
+        id: options.key === undefined ? this.ids.uuid() : keyedJobId(name, options.key),
+        name,
+        // Serialised with the whole list (JSON), so unlike send() the data goes as it is.
+        data: data ?? null,
+        startAfter: options.runAt?.toISOString(),
+        // As in enqueue(): one retry more than the attempts.
+        retryLimit: maxAttempts,
+        retryDelay: 0,
+        retryBackoff: false,
+        expireInSeconds: Math.max(1, this.lockMs / 1000),
+      };
+    });
+    await this.boss.insert(rows as PgBoss.JobInsert[], { db: executor(tx) } as PgBoss.InsertOptions);
+    const notified = tx.isTransaction ? (this.notifiedIn.get(tx) ?? new Set<string>()) : new Set<string>();
+    for (const name of new Set(jobs.map((j) => j.name))) {
+      if (!notified.has(name)) {
+        await this.exec(tx, 'select pg_notify($1, $2)', [this.channel, name]);
+        notified.add(name);
+      }
+      this.runner.nudge(name);
+    }
+    if (tx.isTransaction) this.notifiedIn.set(tx, notified);
+    return rows.map((r) => `${r.name}:${r.id}`);
   }
 
   async cancel(tx: Kysely<any>, jobId: string): Promise<boolean> {

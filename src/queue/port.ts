@@ -60,9 +60,21 @@ export interface BatchWorkOptions extends WorkOptions {
   batchSize: number;
 }
 
+/** One job of enqueueMany. */
+export interface JobToEnqueue {
+  name: string;
+  data: unknown;
+  options?: EnqueueOptions;
+}
+
 export interface Queue {
   /** Inserts the job with the transaction (or plain db) given; returns its id. */
   enqueue<T>(tx: Kysely<any>, name: string, data: T, options?: EnqueueOptions): Promise<string>;
+  /**
+   * enqueue() for many jobs at once (a batch of accepted sends), in as few statements as the
+   * engine allows; returns their ids in order.
+   */
+  enqueueMany(tx: Kysely<any>, jobs: JobToEnqueue[]): Promise<string[]>;
   /** Cancels a job that has not started; false when it is running, finished or unknown. */
   cancel(tx: Kysely<any>, jobId: string): Promise<boolean>;
   /** Moves a job that has not started to another time and/or payload; false when it already ran. */

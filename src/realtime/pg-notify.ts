@@ -8,8 +8,7 @@ export const MAX_NOTIFY_BYTES = 7900;
 const CHANNEL_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** NOTIFY through the application's pool (inside a transaction it is sent on commit). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export async function pgNotify(db: Kysely<any>, channel: string, payload: string): Promise<void> {
+export async function pgNotify<DB>(db: Kysely<DB>, channel: string, payload: string): Promise<void> {
   await sql`select pg_notify(${channel}, ${payload})`.execute(db);
 }
 

@@ -106,17 +106,17 @@ export class LiquidRenderer {
   }
 
   private async render(engine: Liquid, templates: Template[], context: RenderContext, globals: object, field?: string): Promise<string> {
-    let out: unknown;
+    let text: string;
     try {
-      out = await engine.render(templates, context, {
+      // A string: liquidjs keeps an output's own type only with keepOutputType, which is not set.
+      text = (await engine.render(templates, context, {
         globals,
         renderLimit: this.limits.renderLimit,
         memoryLimit: this.limits.memoryLimit,
-      });
+      })) as string;
     } catch (err) {
       throw new TemplateRenderError(describe(err), field);
     }
-    const text = typeof out === 'string' ? out : String(out ?? '');
     if (text.length > this.limits.maxOutputChars) {
       throw new TemplateRenderError(`rendered output is ${text.length} characters, over the limit of ${this.limits.maxOutputChars}`, field);
     }
@@ -166,7 +166,7 @@ export class LiquidRenderer {
   }
 
   private componentTag() {
-    const renderer = this;
+    const collect = (componentId: string) => this.collecting?.push(componentId);
     return class ComponentTag extends Tag {
       private readonly componentId: string;
       constructor(token: TagToken, remainTokens: TopLevelToken[], liquid: Liquid) {
@@ -174,7 +174,7 @@ export class LiquidRenderer {
         const match = COMPONENT_ARG.exec(token.args);
         if (!match) throw new Error(`component tag takes one quoted component id, as in ${COMPONENT_TAG_EXAMPLE}`);
         this.componentId = match[2];
-        renderer.collecting?.push(this.componentId);
+        collect(this.componentId);
       }
       *render(ctx: Context, emitter: Emitter): Generator<unknown, void, unknown> {
         const components = (ctx.globals as Record<symbol, Map<string, Parsed> | undefined>)[COMPONENTS];

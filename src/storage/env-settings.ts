@@ -20,7 +20,7 @@ export interface EnvSettingsColumns {
  */
 export class EnvSettingsRepository<Row extends EnvSettingsColumns> {
   constructor(
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the table is named at run time (a subclass's Row types what it reads)
     private readonly db: Kysely<any>,
     private readonly table: string,
   ) {}

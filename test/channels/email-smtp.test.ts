@@ -73,20 +73,20 @@ describe('SMTP provider against a local SMTP server', () => {
     });
     const result = await provider.send(msg);
     const [got] = await peer.waitFor(1);
-    const mail = got!.parsed;
+    const mail = got.parsed;
 
-    expect(got!.user).toBe('mailer');
+    expect(got.user).toBe('mailer');
     expect(mail.from?.value).toEqual([{ name: 'Clarion Team', address: 'team@clarion.test' }]);
     expect(addresses(mail.to)).toEqual(['ada@example.test']);
-    expect((mail.to as AddressObject).value[0]!.name).toBe('Ada Lovelace');
+    expect((mail.to as AddressObject).value[0].name).toBe('Ada Lovelace');
     expect(addresses(mail.cc)).toEqual(['cc1@example.test']);
     expect(addresses(mail.replyTo)).toEqual(['support@clarion.test']);
     // Bcc travels in the envelope only.
-    expect(got!.envelope.to.sort()).toEqual(['ada@example.test', 'audit@example.test', 'cc1@example.test']);
-    expect(got!.envelope.from).toBe('team@clarion.test');
+    expect(got.envelope.to.sort()).toEqual(['ada@example.test', 'audit@example.test', 'cc1@example.test']);
+    expect(got.envelope.from).toBe('team@clarion.test');
     expect(mail.bcc).toBeUndefined();
-    expect(got!.raw.toString()).not.toMatch(/^bcc:/im);
-    expect(got!.raw.toString()).not.toContain('audit@example.test');
+    expect(got.raw.toString()).not.toMatch(/^bcc:/im);
+    expect(got.raw.toString()).not.toContain('audit@example.test');
     expect(mail.subject).toBe('Your report is ready');
     expect(mail.headers.get('x-clarion-tracking')).toBe('trk');
 
@@ -122,7 +122,7 @@ describe('SMTP provider against a local SMTP server', () => {
     await provider.send(msg);
     const got = await peer.waitFor(2);
     expect(got.map((m) => m.parsed.messageId)).toEqual([`<${msg.messageId}>`, `<${msg.messageId}>`]);
-    expect(got[0]!.parsed.html).not.toContain('preheader');
+    expect(got[0].parsed.html).not.toContain('preheader');
   });
 
   it('550 on RCPT: permanent, recipient invalid, with the SMTP status', async () => {
@@ -142,7 +142,7 @@ describe('SMTP provider against a local SMTP server', () => {
     provider = new SmtpEmailProvider({ url: peer.url });
     const result = await provider.send(message({ bcc: undefined }));
     expect(result.rejected).toEqual(['cc1@example.test']);
-    expect((await peer.waitFor(1))[0]!.envelope.to).toEqual(['ada@example.test']);
+    expect((await peer.waitFor(1))[0].envelope.to).toEqual(['ada@example.test']);
   });
 
   it('never reads a cc or bcc entry as a list of recipients (sends accepted before entries were checked)', async () => {
@@ -150,7 +150,7 @@ describe('SMTP provider against a local SMTP server', () => {
     provider = new SmtpEmailProvider({ url: peer.url });
     await provider.send(message({ cc: ['cc1@example.test, extra1@example.test'], bcc: ['audit@example.test;extra2@example.test'] }));
     const [mail] = await peer.waitFor(1);
-    const rcpt = mail!.envelope.to;
+    const rcpt = mail.envelope.to;
     expect(rcpt).toContain('ada@example.test');
     expect(rcpt).not.toContain('extra1@example.test');
     expect(rcpt).not.toContain('extra2@example.test');

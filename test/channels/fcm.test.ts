@@ -72,8 +72,8 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
 
     expect(peer.sends).toHaveLength(1);
     const [sent] = peer.sends;
-    expect(sent!.project).toBe(peer.projectId);
-    expect(sent!.body).toEqual({
+    expect(sent.project).toBe(peer.projectId);
+    expect(sent.body).toEqual({
       message: {
         token: 'device-token-1',
         notification: { title: 'Your order shipped', body: 'Order #42 is on its way' },
@@ -81,17 +81,17 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
         android: { collapse_key: 'order-42', priority: 'HIGH', ttl: '3600s', restricted_package_name: 'com.example.shop' },
       },
     });
-    expect(sent!.name).toMatch(new RegExp(`^projects/${peer.projectId}/messages/`));
-    expect(result.providerMessageId).toBe(sent!.name);
+    expect(sent.name).toMatch(new RegExp(`^projects/${peer.projectId}/messages/`));
+    expect(result.providerMessageId).toBe(sent.name);
 
     // The access token came from a JWT-bearer grant signed with the service account's key.
     expect(peer.tokenRequests).toHaveLength(1);
-    const { claims, header } = peer.tokenRequests[0]!;
+    const { claims, header } = peer.tokenRequests[0];
     expect(header).toMatchObject({ alg: 'RS256', typ: 'JWT', kid: uploaded.private_key_id });
     expect(claims).toMatchObject({ iss: peer.clientEmail, aud: peer.tokenUri, scope: FCM_SCOPE });
     expect(claims.iat).toBe(Math.floor(clock.now().getTime() / 1000));
     expect((claims.exp as number) - (claims.iat as number)).toBe(3600);
-    expect(sent!.accessToken).toBe(peer.tokenRequests[0]!.accessToken);
+    expect(sent.accessToken).toBe(peer.tokenRequests[0].accessToken);
   });
 
   it('leaves out data and android when the message has none, and maps normal priority and fractional ttl', async () => {
@@ -117,8 +117,8 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
     clock.advance(40 * 1000); // 3540 s: inside the renewal margin
     await provider.send(scope, fcm('renewed'), { title: 't', message: 'm' });
     expect(peer.tokenRequests).toHaveLength(2);
-    expect(peer.sends.at(-1)!.accessToken).toBe(peer.tokenRequests[1]!.accessToken);
-    expect(peer.tokenRequests[1]!.claims.iat).toBe(Math.floor(clock.now().getTime() / 1000));
+    expect(peer.sends.at(-1)!.accessToken).toBe(peer.tokenRequests[1].accessToken);
+    expect(peer.tokenRequests[1].claims.iat).toBe(Math.floor(clock.now().getTime() / 1000));
     expect(peer.unauthenticated).toBe(0);
   });
 
@@ -129,7 +129,7 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
     expect(peer.unauthenticated).toBe(1);
     expect(peer.tokenRequests).toHaveLength(2);
     expect(result.providerMessageId).toBe(peer.sends.at(-1)!.name);
-    expect(peer.sends.at(-1)!.accessToken).toBe(peer.tokenRequests[1]!.accessToken);
+    expect(peer.sends.at(-1)!.accessToken).toBe(peer.tokenRequests[1].accessToken);
 
     // The new token is cached in turn.
     await provider.send(scope, fcm('after-revoke-2'), { title: 't', message: 'm' });

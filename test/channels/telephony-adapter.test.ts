@@ -31,12 +31,12 @@ describe('Twilio REST adapter against a Twilio-protocol peer', () => {
     expect(sent.sid).toMatch(/^SM[0-9a-f]{32}$/);
     const [req] = peer.requests;
     expect(req).toMatchObject({ method: 'POST', resource: 'Messages', authorized: true, path: `/2010-04-01/Accounts/${peer.accountSid}/Messages.json` });
-    expect(req!.params).toEqual({ To: '+14155550123', From: '+14155550100', Body: 'Hello & welcome', StatusCallback: 'https://clarion.example/cb' });
+    expect(req.params).toEqual({ To: '+14155550123', From: '+14155550100', Body: 'Hello & welcome', StatusCallback: 'https://clarion.example/cb' });
   });
 
   it('sends an MMS with one MediaUrl field per media', async () => {
     await client.sendMessage({ to: '+14155550123', from: '+14155550100', body: 'pics', mediaUrls: ['https://cdn.example.com/a.png', 'https://cdn.example.com/b.jpg'] });
-    expect(peer.requests[0]!.params.MediaUrl).toEqual(['https://cdn.example.com/a.png', 'https://cdn.example.com/b.jpg']);
+    expect(peer.requests[0].params.MediaUrl).toEqual(['https://cdn.example.com/a.png', 'https://cdn.example.com/b.jpg']);
   });
 
   it('places a call with escaped TwiML and the status callback events', async () => {
@@ -48,7 +48,7 @@ describe('Twilio REST adapter against a Twilio-protocol peer', () => {
       statusCallbackEvents: ['initiated', 'completed'],
     });
     expect(call.sid).toMatch(/^CA/);
-    expect(peer.requests[0]!.params).toMatchObject({
+    expect(peer.requests[0].params).toMatchObject({
       Twiml: '<Response><Say>Tom &amp; &quot;Jerry&quot; &lt;3</Say></Response>',
       StatusCallback: 'https://clarion.example/call',
       StatusCallbackEvent: ['initiated', 'completed'],

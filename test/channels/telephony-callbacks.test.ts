@@ -42,7 +42,7 @@ describe.each(STORAGE_KINDS)('telephony with Twilio configured: REST, retries an
   it('sends through the configured API with the callback URL, and applies only correctly signed status callbacks', async () => {
     const trackingId = await send({ type: 'otp', to: { id: 'ada', number: '+14155550123' }, sms: { message: 'Code 1234' } });
     const [created] = await peer.waitForCreated(1);
-    expect(created!.params).toEqual({ To: '+14155550123', From: FROM, Body: 'Code 1234', StatusCallback: `${base}/telephony/twilio/sms-status` });
+    expect(created.params).toEqual({ To: '+14155550123', From: FROM, Body: 'Code 1234', StatusCallback: `${base}/telephony/twilio/sms-status` });
     const sent = await settled(trackingId, 'sms_sent_at');
     const sid = sent.sms_sent_messageId as string;
     expect(sid).toMatch(/^SM/);

@@ -35,9 +35,9 @@ describe('web push adapter against a local push service', () => {
     expect(outcome).toMatchObject({ ok: true, status: 201, endpoint: browser.sub.endpoint });
     expect(outcome.ok && outcome.location).toMatch(new RegExp(`^${a.origin}/message/`));
     const [push] = await a.waitFor(1);
-    expect(push!.json()).toEqual(content);
-    expect(push!).toMatchObject({ subscriptionId: browser.id, ttl: 3600, urgency: 'high', topic: 'delivery-1', vapidKey: keys.publicKey });
-    expect(push!.claims).toMatchObject({ aud: a.origin, sub: 'mailto:ops@clarion.test' });
+    expect(push.json()).toEqual(content);
+    expect(push).toMatchObject({ subscriptionId: browser.id, ttl: 3600, urgency: 'high', topic: 'delivery-1', vapidKey: keys.publicKey });
+    expect(push.claims).toMatchObject({ aud: a.origin, sub: 'mailto:ops@clarion.test' });
     expect(a.rejected).toEqual([]);
   });
 
@@ -51,14 +51,14 @@ describe('web push adapter against a local push service', () => {
     expect(fromA).toHaveLength(3);
     expect(new Set(fromA.map((r) => r.jwt)).size).toBe(1);
     const [fromB] = await b.waitFor(1);
-    expect(fromB!.jwt).not.toBe(fromA[0]!.jwt);
-    expect(fromB!.claims.aud).toBe(b.origin);
-    expect(fromA[0]!.claims.aud).toBe(a.origin);
+    expect(fromB.jwt).not.toBe(fromA[0].jwt);
+    expect(fromB.claims.aud).toBe(b.origin);
+    expect(fromA[0].claims.aud).toBe(a.origin);
 
     // Another environment's keys get their own token for the same origin.
     const other = { ...webpush.generateVAPIDKeys(), subject: vapid.subject };
     expect((await s.send(other, a1.sub, 'z')).ok).toBe(true);
-    expect(a.received.at(-1)!.jwt).not.toBe(fromA[0]!.jwt);
+    expect(a.received.at(-1)!.jwt).not.toBe(fromA[0].jwt);
     expect(a.received.at(-1)!.vapidKey).toBe(other.publicKey);
   });
 
@@ -117,8 +117,8 @@ describe('web push adapter against a local push service', () => {
     const browser = secure.subscribe();
     expect(await sender({ ca: secure.ca }).send(vapid, browser.sub, webPushPayload(content))).toMatchObject({ ok: true, status: 201 });
     const [push] = await secure.waitFor(1);
-    expect(push!.json()).toEqual(content);
-    expect(push!.claims.aud).toBe(secure.origin);
+    expect(push.json()).toEqual(content);
+    expect(push.claims.aud).toBe(secure.origin);
     // Without the CA the certificate is not trusted: nothing is accepted.
     expect(await sender().send(vapid, browser.sub, 'x')).toMatchObject({ ok: false, kind: 'retry', code: 'NETWORK' });
     expect(secure.accepted()).toHaveLength(1);

@@ -59,9 +59,9 @@ describe.each(STORAGE_KINDS)('delivery_events (%s)', (kind) => {
       [7, 'message', 'ev-a2', null, null, 'scheduled', 'scheduled'],
       [8, 'message', 'ev-a2', null, null, 'scheduled', 'canceled'],
     ]);
-    expect(JSON.parse(a[0]!.details!)).toEqual({ skipped: { email: 'NO_EMAIL' } });
-    expect(a[5]!.at).toBe('2026-01-15T10:00:03.000Z');
-    expect(JSON.parse(a[6]!.details!)).toEqual({ scheduledFor: '2026-01-16T00:00:00.000Z' });
+    expect(JSON.parse(a[0].details!)).toEqual({ skipped: { email: 'NO_EMAIL' } });
+    expect(a[5].at).toBe('2026-01-15T10:00:03.000Z');
+    expect(JSON.parse(a[6].details!)).toEqual({ scheduledFor: '2026-01-16T00:00:00.000Z' });
     const b = await eventsOf(storage.db, { envId: 'env-b' });
     expect(b.map((e) => [e.id, e.account_id, e.from_state, e.to_state, e.code])).toEqual([[1, 'acc', 'queued', 'failed', 'USER_DELETED']]);
     expect(await messageState(storage.db, a2.tracking_id)).toBe('canceled');
@@ -92,12 +92,12 @@ describe.each(STORAGE_KINDS)('delivery_events (%s)', (kind) => {
   it('drops the events of a savepoint rolled back inside a batch (the worker\'s per-message savepoints)', async () => {
     const { ledger } = capturingLedger(storage);
     const [kept, dropped] = ['sp-kept', 'sp-dropped'].map((id) => messageRow({ tracking_id: id, account_id: 'acc', env_id: 'env-sp', state: 'queued' }));
-    await seed(storage.db, [kept!, dropped!]);
+    await seed(storage.db, [kept, dropped]);
     await ledger.transaction(async (tx) => {
-      await tx.markProcessed(kept!, { at: AT, skipped: {} });
+      await tx.markProcessed(kept, { at: AT, skipped: {} });
       await sql`savepoint one_message`.execute(tx.db);
       const mark = tx.checkpoint();
-      await tx.markProcessed(dropped!, { at: AT, skipped: {} });
+      await tx.markProcessed(dropped, { at: AT, skipped: {} });
       await sql`rollback to savepoint one_message`.execute(tx.db);
       await sql`release savepoint one_message`.execute(tx.db);
       tx.rollbackTo(mark);

@@ -5,6 +5,7 @@ import type { DeliveryEventsTable } from '../../src/modules/delivery/delivery.ta
 import { DeliveryLedger } from '../../src/modules/delivery/ledger.js';
 import type { DeliveryRow, MessageRow, SendingTables } from '../../src/modules/sending/sending.tables.js';
 import type { Storage } from '../../src/storage/db.js';
+import type { CoreTables } from '../../src/storage/schema.js';
 import type { Clock } from '../../src/clock.js';
 
 export const AT = '2026-01-15T10:00:00.000Z';
@@ -21,7 +22,7 @@ export function capturingLedger(storage: Pick<Storage, 'db' | 'dialect'>, clock:
 /** Warnings the ledger logged for refused transitions. */
 export const refusals = (lines: LogLine[]) => lines.filter((l) => l.level === 40 && String(l.msg).includes('refused'));
 
-const tables = (db: Kysely<any>) => (db as Kysely<SendingTables & { delivery_events: DeliveryEventsTable }>);
+const tables = (db: Kysely<CoreTables>) => db.withTables<SendingTables & { delivery_events: DeliveryEventsTable }>();
 
 export function messageRow(over: Partial<MessageRow> & Pick<MessageRow, 'tracking_id' | 'account_id' | 'env_id'>): MessageRow {
   return {
@@ -75,17 +76,17 @@ export function deliveryRow(message: MessageRow, over: Partial<DeliveryRow> & Pi
 }
 
 /** Seeds rows as they were written before (states the ledger could not reach are written as raw values). */
-export async function seed(db: Kysely<any>, messages: MessageRow[], deliveries: DeliveryRow[] = []): Promise<void> {
+export async function seed(db: Kysely<CoreTables>, messages: MessageRow[], deliveries: DeliveryRow[] = []): Promise<void> {
   if (messages.length) await tables(db).insertInto('messages').values(messages).execute();
   if (deliveries.length) await tables(db).insertInto('deliveries').values(deliveries).execute();
 }
 
-export const messageState = async (db: Kysely<any>, trackingId: string) =>
+export const messageState = async (db: Kysely<CoreTables>, trackingId: string) =>
   (await tables(db).selectFrom('messages').select('state').where('tracking_id', '=', trackingId).executeTakeFirst())?.state;
 
-export const deliveryOf = (db: Kysely<any>, id: string) => tables(db).selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst();
+export const deliveryOf = (db: Kysely<CoreTables>, id: string) => tables(db).selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst();
 
-export const eventsOf = (db: Kysely<any>, where: { envId?: string; trackingId?: string } = {}) => {
+export const eventsOf = (db: Kysely<CoreTables>, where: { envId?: string; trackingId?: string } = {}) => {
   let q = tables(db).selectFrom('delivery_events').selectAll();
   if (where.envId) q = q.where('env_id', '=', where.envId);
   if (where.trackingId) q = q.where('tracking_id', '=', where.trackingId);

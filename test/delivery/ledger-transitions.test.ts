@@ -105,11 +105,11 @@ describe.each(STORAGE_KINDS)('delivery ledger transition table (%s)', (kind) => 
     expect(refusals(lines).map((l) => l.trackingId).sort()).toEqual(['callers-canceled', 'callers-processed']);
 
     // A canceled message is never processed.
-    expect(await ledger.transaction((tx) => tx.markProcessed(rows[2]!, { at: AT, skipped: {} }))).toBe(false);
+    expect(await ledger.transaction((tx) => tx.markProcessed(rows[2], { at: AT, skipped: {} }))).toBe(false);
     expect(await messageState(storage.db, 'callers-canceled')).toBe('canceled');
 
     // A delivery cannot be created in a reserved status.
-    const held = deliveryRow(rows[1]!, { id: 'callers-held', channel: 'email', status: 'held' as DeliveryRow['status'] });
+    const held = deliveryRow(rows[1], { id: 'callers-held', channel: 'email', status: 'held' as DeliveryRow['status'] });
     await ledger.transaction((tx) => tx.insertDeliveries([held]));
     expect(await deliveryOf(storage.db, 'callers-held')).toBeUndefined();
 
@@ -146,7 +146,7 @@ describe.each(STORAGE_KINDS)('a late carrier failure through the telephony callb
 
   it('keeps the log delivered when "undelivered" arrives after "delivered"', async () => {
     const { ledger, lines } = capturingLedger(t.storage, t.deps.clock);
-    const callbacks = new TelephonyCallbacks({ ...t.deps, ledger });
+    const callbacks = new TelephonyCallbacks({ ...t.deps, ledger }, t.services.users);
     const message = messageRow({ tracking_id: 'cb-late', account_id: t.account.accountId, env_id: t.account.clientId, state: 'processed', processed_at: AT });
     await seed(t.deps.db, [message], [deliveryRow(message, { id: 'cb-late-sms', channel: 'sms', status: 'sent', sent_at: AT, provider_message_id: 'SMcb' })]);
     const log = async () => (await t.app.inject({ method: 'GET', url: `/logs/${message.tracking_id}`, headers: t.auth })).json().logs[0];

@@ -3,6 +3,7 @@ import { exportPKCS8, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApnsPeer, type TestCertificate, createTestCertificate, startApnsPeer } from '../helpers/apns-peer.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
+import type { InappTables } from '../../src/modules/inapp/inapp.repository.js';
 import { type FcmPeer, generateServiceAccountKeys, startFcmPeer } from '../helpers/fcm-peer.js';
 import { type PushEndpoint, startPushEndpoint } from '../helpers/push-endpoint.js';
 import { type SlackPeer, startSlackPeer } from '../helpers/slack-peer.js';
@@ -107,12 +108,12 @@ describe.each(STORAGE_KINDS)('one notification on every channel (%s)', (kind) =>
     expect(mail.parsed.subject).toBe('db-1 is down');
     expect(mail.envelope.to).toEqual(['oncall@example.com']);
 
-    const inapp = await t.deps.db.selectFrom('inapp_notifications' as never).selectAll().execute();
-    expect(inapp.map((n: any) => [n.user_id, n.title])).toEqual([['oncall', 'db-1 is down']]);
+    const inapp = await t.deps.db.withTables<InappTables>().selectFrom('inapp_notifications').selectAll().execute();
+    expect(inapp.map((n) => [n.user_id, n.title])).toEqual([['oncall', 'db-1 is down']]);
 
     const carrier = async (what: 'messages' | 'calls') => (await t.app.inject({ method: 'GET', url: `/dev-carrier/${what}`, headers: t.auth })).json()[what];
-    expect((await carrier('messages')).map((m: any) => [m.to, m.body])).toEqual([['+14155550188', 'db-1 is down']]);
-    expect((await carrier('calls')).map((c: any) => [c.to, c.spokenText])).toEqual([['+14155550188', 'Service db-1 is down']]);
+    expect((await carrier('messages')).map((m: { to: string; body: string }) => [m.to, m.body])).toEqual([['+14155550188', 'db-1 is down']]);
+    expect((await carrier('calls')).map((c: { to: string; spokenText: string }) => [c.to, c.spokenText])).toEqual([['+14155550188', 'Service db-1 is down']]);
 
     const [webPush] = await push.waitFor(1);
     expect(webPush.json()).toEqual({ title: 'db-1 is down', message: 'Open the status page', url: 'https://status.example.com' });

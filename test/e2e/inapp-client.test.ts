@@ -45,10 +45,10 @@ describe.each(STORAGE_KINDS)('published in-app client @notificationapi/core (%s)
     if (!address || typeof address === 'string') throw new Error('no address');
     host = `127.0.0.1:${address.port}`;
     globalThis.fetch = (async (input: string | URL | Request, init?: RequestInit) => {
-      const url = String(input);
+      const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
       calls.push({ method: init?.method ?? 'GET', url, headers: { ...(init?.headers as Record<string, string>) }, body: init?.body as string | undefined });
       return realFetch(plain(url), init);
-    }) as typeof fetch;
+    });
     (globalThis as { WebSocket?: unknown }).WebSocket = PlainWebSocket;
   });
   afterEach(() => {

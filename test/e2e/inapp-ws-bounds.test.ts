@@ -8,7 +8,7 @@ import { Client, inappSocketServer } from './inapp-ws-client.js';
 
 describe.each(STORAGE_KINDS)('in-app websocket bounds (%s)', (kind) => {
   const server = inappSocketServer(kind);
-  const { clients, connect, connected } = server;
+  const { connect, connected } = server;
   const realtime = () => server.t.deps.inappRealtime;
   const notification = (extra: Partial<InappNotification> = {}): InappNotification => ({
     id: randomUUID(),

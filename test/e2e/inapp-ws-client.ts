@@ -35,15 +35,14 @@ export function inappSocketServer(kind: Dialect) {
     t: undefined as unknown as TestContext,
     /** Sockets the suite opened itself (terminated after it). */
     clients,
-    async connect(envId: string, userId: string): Promise<Client> {
+    connect: async (envId: string, userId: string): Promise<Client> => {
       const client = await Client.open(`${base}/?envId=${envId}&userId=${encodeURIComponent(userId)}`);
       clients.push(client);
       return client;
     },
     /** Waits until this process holds `count` sockets of the user. */
-    connected(envId: string, userId: string, count: number) {
-      return vi.waitFor(() => expect(server.t.deps.inappRealtime.connections(envId, userId)).toBe(count));
-    },
+    connected: (envId: string, userId: string, count: number) =>
+      vi.waitFor(() => expect(server.t.deps.inappRealtime.connections(envId, userId)).toBe(count)),
   };
   beforeAll(async () => {
     server.t = await createTestContext(kind, { config: kind === 'postgres' ? { databaseUrl: process.env.DATABASE_URL } : {} });

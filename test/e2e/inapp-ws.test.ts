@@ -21,7 +21,8 @@ class InappSocket {
   private waiters: Array<() => void> = [];
   constructor(readonly ws: WebSocket) {
     ws.on('message', (data) => {
-      this.messages.push(JSON.parse(String(data)) as Received);
+      // A text frame arrives as one Buffer (ws's default binaryType, nodebuffer).
+      this.messages.push(JSON.parse((data as Buffer).toString('utf8')) as Received);
       for (const wake of this.waiters.splice(0)) wake();
     });
   }

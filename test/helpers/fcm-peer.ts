@@ -237,7 +237,7 @@ export async function startFcmPeer(options: FcmPeerOptions): Promise<FcmPeer> {
       const accessToken = `ya29.peer-${++counter}-${randomBytes(8).toString('hex')}`;
       const expiresIn = options.expiresIn ?? 3599;
       issued.set(accessToken, { expiresAt: now().getTime() + expiresIn * 1000, revoked: false });
-      peer.tokenRequests.push({ claims: payload as Record<string, unknown>, header: protectedHeader as Record<string, unknown>, accessToken });
+      peer.tokenRequests.push({ claims: payload, header: protectedHeader, accessToken });
       json(res, 200, { access_token: accessToken, expires_in: expiresIn, token_type: 'Bearer' });
     } catch (err) {
       refuse(`Invalid JWT Signature or claims: ${(err as Error).message}`);
@@ -247,7 +247,7 @@ export async function startFcmPeer(options: FcmPeerOptions): Promise<FcmPeer> {
   async function send(req: http.IncomingMessage, res: http.ServerResponse, project: string) {
     const text = await read(req);
     const auth = /^Bearer (.+)$/.exec(String(req.headers.authorization ?? ''));
-    const grant = auth ? issued.get(auth[1]!) : undefined;
+    const grant = auth ? issued.get(auth[1]) : undefined;
     if (!auth || !grant || grant.revoked || grant.expiresAt <= now().getTime()) {
       peer.unauthenticated++;
       return json(res, 401, errorBody('UNAUTHENTICATED'), { 'www-authenticate': 'Bearer realm="https://accounts.google.com/", error="invalid_token"' });
@@ -258,7 +258,7 @@ export async function startFcmPeer(options: FcmPeerOptions): Promise<FcmPeer> {
     } catch {
       return json(res, 400, errorBody('INVALID_ARGUMENT', { field: '', description: 'Invalid JSON payload received.', message: 'Invalid JSON payload received.' }));
     }
-    const record: ReceivedSend = { project, accessToken: auth[1]!, body, status: 0 };
+    const record: ReceivedSend = { project, accessToken: auth[1], body, status: 0 };
     peer.sends.push(record);
     const answer = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
       record.status = status;
@@ -280,11 +280,11 @@ export async function startFcmPeer(options: FcmPeerOptions): Promise<FcmPeer> {
   }
 
   const server = http.createServer((req, res) => {
-    const path = (req.url ?? '').split('?')[0]!;
+    const path = (req.url ?? '').split('?')[0];
     const handle = async () => {
       if (req.method === 'POST' && path === '/token') return token(req, res);
       const m = /^\/v1\/projects\/([^/]+)\/messages:send$/.exec(path);
-      if (req.method === 'POST' && m) return send(req, res, decodeURIComponent(m[1]!));
+      if (req.method === 'POST' && m) return send(req, res, decodeURIComponent(m[1]));
       json(res, 404, { error: { code: 404, message: 'Not Found', status: 'NOT_FOUND' } });
     };
     handle().catch((err) => json(res, 500, { error: { code: 500, message: String(err), status: 'INTERNAL' } }));

@@ -163,7 +163,7 @@ export async function startPushEndpoint(options: PushEndpointOptions = {}): Prom
       const ttlHeader = req.headers.ttl;
       if (typeof ttlHeader !== 'string' || !/^\d+$/.test(ttlHeader)) return refuse(400, 'TTL header missing or not a non-negative integer', subscription.id);
       const urgency = req.headers.urgency ?? 'normal';
-      if (typeof urgency !== 'string' || !URGENCIES.has(urgency)) return refuse(400, `Urgency ${urgency} is not very-low, low, normal or high`, subscription.id);
+      if (typeof urgency !== 'string' || !URGENCIES.has(urgency)) return refuse(400, `Urgency ${String(urgency)} is not very-low, low, normal or high`, subscription.id);
       const topic = typeof req.headers.topic === 'string' ? req.headers.topic : undefined;
       if (topic !== undefined && !/^[A-Za-z0-9_-]{1,32}$/.test(topic)) return refuse(400, 'Topic must be at most 32 base64url characters', subscription.id);
       const body = Buffer.concat(chunks);

@@ -1,5 +1,5 @@
 import type { Deps } from '../../src/deps.js';
-import { parseMessages } from '../../src/modules/sending/send-intake.repository.js';
+import { parseMessages } from '../../src/modules/sending/messages.journal.js';
 
 /**
  * Accepted sends matching `where` (message columns): message rows, plus on SQLite the sends still

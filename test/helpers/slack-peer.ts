@@ -79,6 +79,9 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
     return id;
   };
 
+  /** An argument as text: form bodies carry strings; a JSON body may carry other values. */
+  const argText = (value: unknown): string => (typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value));
+
   function handle(method: string, args: Record<string, unknown>): { status?: number; headers?: Record<string, string>; body: Record<string, unknown> } {
     const fault = faults.get(method)?.shift();
     if (fault) {
@@ -91,7 +94,7 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
       case 'auth.test':
         return { body: { ok: true, url: 'https://peer.slack.test/', team: team.name, team_id: team.id, user: 'clarion', user_id: 'UBOT', bot_id: 'BBOT' } };
       case 'chat.postMessage': {
-        const target = String(args.channel ?? '');
+        const target = argText(args.channel);
         if (!target) return { body: { ok: false, error: 'channel_not_found' } };
         let id: string | undefined;
         let member = true;
@@ -111,7 +114,7 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
         return { body: { ok: true, channel: id, ts, message: { type: 'message', text: args.text, ts, bot_id: 'BBOT' } } };
       }
       case 'conversations.open': {
-        const ids = String(args.users ?? '').split(',').filter(Boolean);
+        const ids = argText(args.users).split(',').filter(Boolean);
         if (ids.length !== 1) return { body: { ok: false, error: 'invalid_arguments' } };
         const user = users.find((u) => u.id === ids[0]);
         if (!user) return { body: { ok: false, error: 'user_not_found' } };
@@ -119,7 +122,7 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
         return { body: { ok: true, channel: { id: dmOf(user.id) } } };
       }
       case 'users.list': {
-        const start = args.cursor ? Number(Buffer.from(String(args.cursor), 'base64url').toString('utf8').replace('offset:', '')) : 0;
+        const start = args.cursor ? Number(Buffer.from(argText(args.cursor), 'base64url').toString('utf8').replace('offset:', '')) : 0;
         const size = Math.min(Number(args.limit ?? 1000) || 1000, maxPage);
         const page = users.slice(start, start + size);
         const next = start + size < users.length ? Buffer.from(`offset:${start + size}`).toString('base64url') : '';

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LightMyRequestResponse } from 'fastify';
 import { signAccountToken } from '../../src/modules/auth/jwt.js';
 import { Secrets } from '../../src/secrets.js';
 import { randomBytes } from 'node:crypto';
@@ -29,7 +30,7 @@ describe.each(STORAGE_KINDS)('authentication (%s)', (kind) => {
   });
   afterAll(() => t.close());
 
-  const expect401 = (res: { statusCode: number; json(): any }) => {
+  const expect401 = (res: LightMyRequestResponse) => {
     expect(res.statusCode).toBe(401);
     const body = res.json();
     expect(body.error.code).toBe('UNAUTHORIZED');

@@ -84,7 +84,7 @@ describe.each(STORAGE_KINDS)('per-environment SMTP setting (%s)', (kind) => {
     const result = await provider.send(mail(t.account, 1));
     expect(result.response).toMatch(/^250/);
     const got = await peer.waitFor(before + 1);
-    expect(got[before]!.user).toBe('env-user');
+    expect(got[before].user).toBe('env-user');
 
     // One pooled transport per distinct URL.
     expect(await providers.forEnvironment(t.account.accountId, t.account.clientId)).toBe(provider);
@@ -136,7 +136,7 @@ describe('SMTP setting without private networks', () => {
       const provider = await providers.forEnvironment(withServer.account.accountId, withServer.account.clientId);
       expect(provider).toBeInstanceOf(SmtpEmailProvider);
       await provider.send(mail(withServer.account, 7));
-      expect((await peer.waitFor(1))[0]!.parsed.subject).toBe('S7');
+      expect((await peer.waitFor(1))[0].parsed.subject).toBe('S7');
       await providers.close();
 
       const single = createEmailProvider(withServer.deps, withServer.services.repositories.mailCatcher);

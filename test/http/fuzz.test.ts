@@ -68,11 +68,12 @@ function sample(schema: Schema | undefined, resolve: (s: Schema | undefined) => 
       if (!Object.keys(props).length && s.additionalProperties !== false) out.fuzzKey = 'x';
       return out;
     }
-    case 'array':
+    case 'array': {
       if (s.maxItems === 0) return [];
       // Two items where allowed: some fields are pairs (logs' dateRangeFilter is [start, end]).
       const length = s.uniqueItems ? Number(s.minItems ?? 1) || 1 : Math.max(Number(s.minItems ?? 1), Math.min(2, Number(s.maxItems ?? 2)));
       return Array.from({ length }, () => sample(s.items as Schema, resolve, name, depth + 1));
+    }
     case 'integer':
     case 'number':
       return typeof s.minimum === 'number' ? s.minimum : 1;

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LightMyRequestResponse } from 'fastify';
 import { InappService, MAX_REPLIES_PER_NOTIFICATION, MAX_REPLY_BYTES, type StoreInappInput } from '../../src/modules/inapp/inapp.service.js';
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -37,7 +38,7 @@ describe.each(STORAGE_KINDS)('in-app bounds: dates and replies (%s)', (kind) => 
     expect(res.statusCode, res.body).toBe(200);
     return (res.json().notifications as Array<Record<string, unknown>>).find((n) => n.id === trackingId);
   };
-  const expectError = (res: { statusCode: number; json: () => any }, status: number, code: string) => {
+  const expectError = (res: LightMyRequestResponse, status: number, code: string) => {
     expect(res.statusCode).toBe(status);
     const body = res.json();
     expect(body).toMatchObject({ trackingId: expect.any(String), error: { code, message: expect.any(String) } });

@@ -1,13 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LogsRepository } from '../../src/modules/logs/logs.repository.js';
 import { LOG_QUERY_JOB, QUERY_DEADLINE_MS } from '../../src/modules/logs/logs.service.js';
+import type { LogsTables } from '../../src/modules/logs/logs.tables.js';
+import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 
 /** Processed messages with one delivered email each, received one second apart from `base`. */
 async function insertLogs(t: TestContext, count: number, base = Date.parse('2026-01-01T00:00:00.000Z')): Promise<string[]> {
-  const db = t.deps.db as any;
+  const db = t.deps.db.withTables<SendingTables>();
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const id = `0190${String(i).padStart(8, '0')}-0000-7000-8000-${String(base).padStart(12, '0').slice(-12)}`;
@@ -142,7 +144,7 @@ describe.each(STORAGE_KINDS)('log lookups and queries hold their bounds (%s)', (
       expect(whole.logs.map((l: { trackingId: string }) => l.trackingId)).toEqual(first.flat());
       expect(whole.nextToken).toBeUndefined();
       expect(search.mock.calls.length).toBe(searches);
-      const stored = await (t.deps.db as any).selectFrom('log_query_results').select((eb: any) => eb.fn.countAll().as('n')).where('query_id', '=', queryId).executeTakeFirst();
+      const stored = await t.deps.db.withTables<LogsTables>().selectFrom('log_query_results').select((eb) => eb.fn.countAll().as('n')).where('query_id', '=', queryId).executeTakeFirstOrThrow();
       expect(Number(stored.n)).toBe(25);
     } finally {
       search.mockRestore();
@@ -155,8 +157,8 @@ describe.each(STORAGE_KINDS)('log lookups and queries hold their bounds (%s)', (
   it('the hourly purge removes old queries with their stored results', async () => {
     const { queryId } = (await query({})).json();
     expect((await finished(queryId)).status).toBe('Complete');
-    const db = t.deps.db as any;
-    const count = async () => Number((await db.selectFrom('log_query_results').select((eb: any) => eb.fn.countAll().as('n')).where('query_id', '=', queryId).executeTakeFirst()).n);
+    const db = t.deps.db.withTables<LogsTables>();
+    const count = async () => Number((await db.selectFrom('log_query_results').select((eb) => eb.fn.countAll().as('n')).where('query_id', '=', queryId).executeTakeFirstOrThrow()).n);
     expect(await count()).toBeGreaterThan(0);
     await db.updateTable('log_queries').set({ created_at: '2000-01-01T00:00:00.000Z' }).where('id', '=', queryId).execute();
     await t.workers!.purge();

@@ -66,7 +66,7 @@ describe.each(STORAGE_KINDS)('mail catcher, GET /outbox (%s)', (kind) => {
     expect(messages[4]).toMatchObject({
       trackingId: 'trk-1',
       userId: 'u1',
-      messageId: sent[0]!.messageId,
+      messageId: sent[0].messageId,
       from: { name: 'Clarion', address: 'noreply@clarion.test' },
       to: { name: 'User 1', address: 'user1@example.test' },
       cc: ['boss@example.test'],
@@ -108,7 +108,7 @@ describe.each(STORAGE_KINDS)('mail catcher, GET /outbox (%s)', (kind) => {
     expect(body.html.startsWith('<div class="preheader"')).toBe(true);
     expect(body.html).toContain('Preview 2');
     expect(body.text).toBe('Message 2');
-    expect(body.headers['message-id']).toBe(`<${sent[1]!.messageId}>`);
+    expect(body.headers['message-id']).toBe(`<${sent[1].messageId}>`);
     expect(body.headers.subject).toBe('Hello #2');
     expect(body.headers.bcc).toBeUndefined();
     expect(body.rawUrl).toBe(`/outbox/${id}/raw`);
@@ -125,11 +125,11 @@ describe.each(STORAGE_KINDS)('mail catcher, GET /outbox (%s)', (kind) => {
     expect(res.headers['content-type']).toMatch(/^message\/rfc822/);
     const parsed = await simpleParser(res.rawPayload);
     expect(parsed.subject).toBe('Hello #4');
-    expect(parsed.messageId).toBe(`<${sent[3]!.messageId}>`);
+    expect(parsed.messageId).toBe(`<${sent[3].messageId}>`);
     expect(parsed.from?.value[0]).toEqual({ name: 'Clarion', address: 'noreply@clarion.test' });
     expect(parsed.text?.trim()).toBe('Message 4');
     expect(parsed.attachments).toHaveLength(1);
-    expect(parsed.attachments[0]!.content.equals(png)).toBe(true);
+    expect(parsed.attachments[0].content.equals(png)).toBe(true);
   });
 
   it('stores a retried delivery (same Message-ID) once', async () => {

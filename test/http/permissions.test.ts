@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LightMyRequestResponse } from 'fastify';
 import { signAccountToken } from '../../src/modules/auth/jwt.js';
 import { PERMISSIONS, type Permission } from '../../src/http/permissions.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -74,7 +75,7 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
     // The development carrier posts its inbound webhook to Clarion over real HTTP.
     t.deps.config.publicUrl = await t.app.listen({ port: 0, host: '127.0.0.1' });
     const acct = `Bearer ${t.account.apiKey}`;
-    const ok = async (p: Promise<{ statusCode: number; json(): any }>) => {
+    const ok = async (p: Promise<LightMyRequestResponse>) => {
       const res = await p;
       expect(res.statusCode, JSON.stringify(res.json())).toBeLessThan(300);
       return res.json();
@@ -139,7 +140,7 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
         const permission = PERMISSIONS[key];
         expect(permission, `${key} is not in the permission matrix`).toBeDefined();
         expect(op['x-permission'], `${key} documents its permission`).toBe(permission);
-        ops.push({ method, path, permission: permission! });
+        ops.push({ method, path, permission: permission });
       }
     }
     return ops;
@@ -148,17 +149,17 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
   /** A URL for the operation: path ids of E1's records (or none), envId and the in-app user. */
   function urlOf(op: Operation, identity: Identity, realIds: boolean): string {
     const params: Record<string, string> = {
-      clientId: op.path.startsWith('/environments') ? ids.e2! : t.account.clientId,
-      keyId: ids.keyId!,
+      clientId: op.path.startsWith('/environments') ? ids.e2 : t.account.clientId,
+      keyId: ids.keyId,
       userId: 'victim',
       channel: 'EMAIL',
-      id: ids.outboxId!,
+      id: ids.outboxId,
       notificationId: 'a-type',
       componentId: 'a-comp',
       templateId: 'a-tpl',
-      trackingId: ids.scheduledId!,
+      trackingId: ids.scheduledId,
       trackingIds: `${ids.trackingId},${ids.scheduledId}`,
-      queryId: ids.queryId!,
+      queryId: ids.queryId,
       accountSid: 'AC00000000000000000000000000000000',
       resource: 'SM00000000000000000000000000000000.json',
     };
@@ -200,7 +201,7 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
   it('lists every route of the server, and every route it lists exists', async () => {
     for (const key of Object.keys(PERMISSIONS)) {
       const [method, url] = key.split(' ') as [string, string];
-      expect(t.app.hasRoute({ method: method as 'GET', url }), `${key} is in the matrix but not a route`).toBe(true);
+      expect(t.app.hasRoute({ method: method, url }), `${key} is in the matrix but not a route`).toBe(true);
     }
   });
 

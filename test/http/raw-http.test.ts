@@ -10,7 +10,7 @@ function rawRequest(port: number, bytes: string): Promise<{ status: number; head
     const socket = net.connect({ host: '127.0.0.1', port });
     let data = '';
     socket.setEncoding('utf8');
-    socket.on('data', (chunk) => {
+    socket.on('data', (chunk: string) => {
       data += chunk;
     });
     socket.on('error', () => undefined);
@@ -117,7 +117,7 @@ describe('a request arriving while the server closes', () => {
     const socket = net.connect({ host: '127.0.0.1', port });
     let data = '';
     socket.setEncoding('utf8');
-    socket.on('data', (chunk) => {
+    socket.on('data', (chunk: string) => {
       data += chunk;
     });
     socket.on('error', () => undefined);

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import WebSocket from 'ws';
@@ -12,6 +13,9 @@ import { Secrets } from '../../src/secrets.js';
 import { testConfig } from '../helpers/context.js';
 import { eventually } from '../helpers/wait.js';
 import { type TestStorage, createTestStorage } from '../helpers/storage.js';
+
+/** The fields of a request log line these tests read. */
+type LoggedLine = { msg?: string; req?: Record<string, unknown> };
 
 const HASH = 'c2VjcmV0LWhhc2gtb2YtdGhlLXVzZXI';
 
@@ -74,11 +78,24 @@ describe('request logs at info level', () => {
   it('keeps the other parameters readable', async () => {
     const before = lines.length;
     await app.inject({ method: 'GET', url: `/?envId=client-1&userId=u-1&userIdHash=${HASH}` });
-    const completed = lines.slice(before).map((l) => JSON.parse(l) as Record<string, any>).find((l) => l.msg === 'request completed');
+    const completed = lines.slice(before).map((l) => JSON.parse(l) as LoggedLine).find((l) => l.msg === 'request completed');
     expect(completed?.req?.url).toBe('/?envId=client-1&userId=u-1&userIdHash=[REDACTED]');
     // One line per request, with what Fastify's two lines had.
     expect(completed).toMatchObject({ trackingId: expect.any(String), res: { statusCode: expect.any(Number) }, responseTime: expect.any(Number), req: { method: 'GET' } });
     expect(lines.slice(before).filter((l) => l.includes('"req"')), lines.slice(before).join('')).toHaveLength(1);
+  });
+
+  it('names the client address and port, and carries no header', async () => {
+    // Listening already when the websocket test ran first.
+    const address = app.server.listening ? `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` : await app.listen({ port: 0, host: '127.0.0.1' });
+    const before = lines.length;
+    await fetch(`${address}/status`, { headers: { authorization: 'Bearer clarion_sk_secret-of-the-caller', cookie: 'session=secret-cookie' } });
+    await eventually(async () => lines.slice(before).some((l) => l.includes('request completed')) || undefined, 5000, 'the request logged');
+    const logged = lines.slice(before).join('');
+    const completed = lines.slice(before).map((l) => JSON.parse(l) as LoggedLine).find((l) => l.msg === 'request completed');
+    expect(completed?.req).toMatchObject({ method: 'GET', url: '/status', remoteAddress: '127.0.0.1', remotePort: expect.any(Number) });
+    expect(logged).not.toContain('secret-of-the-caller');
+    expect(logged).not.toContain('secret-cookie');
   });
 });
 

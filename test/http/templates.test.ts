@@ -13,7 +13,7 @@ describe.each(STORAGE_KINDS)('templates (%s)', (kind) => {
     t.app.inject({ method, url, headers, ...(payload !== undefined ? { payload: payload as object } : {}) });
   const defaultsOf = async (notificationId: string, channel: string) =>
     Object.fromEntries(
-      ((await req('GET', `/notifications/${notificationId}/${channel}/templates`)).json() as { templateId: string; default: boolean }[]).map((x) => [
+      (await req('GET', `/notifications/${notificationId}/${channel}/templates`)).json<{ templateId: string; default: boolean }[]>().map((x) => [
         x.templateId,
         x.default,
       ]),

@@ -52,8 +52,8 @@ async function killMidWork(env: QueueEnv, track: (child: ChildProcess) => void):
     });
   });
   await new Promise((r) => (worker.exitCode !== null || worker.signalCode !== null ? r(null) : worker.once('exit', r)));
-  const done = new Set([...out.matchAll(/^done (\S+)/gm)].map((m) => m[1]!));
-  const started = [...out.matchAll(/^start (\S+)/gm)].map((m) => m[1]!).filter((k) => !done.has(k));
+  const done = new Set([...out.matchAll(/^done (\S+)/gm)].map((m) => m[1]));
+  const started = [...out.matchAll(/^start (\S+)/gm)].map((m) => m[1]).filter((k) => !done.has(k));
   return { worker, inFlightAtKill, started };
 }
 

@@ -133,8 +133,8 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
         `select start_after, started_on >= start_after as not_early from ${env.bossSchema}.job where id = $1`,
         [id.slice(-36)],
       );
-      expect(new Date(row!.start_after).getTime()).toBe(runAt.getTime());
-      expect(row!.not_early).toBe(true);
+      expect(new Date(row.start_after).getTime()).toBe(runAt.getTime());
+      expect(row.not_early).toBe(true);
     }
     // A job not yet due is never fetched while due ones are.
     await claims.polls('t.later', 3);
@@ -675,7 +675,7 @@ describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('pg-boss lock heart
 
     const beat = q.heartbeat([second, first]).then(
       () => 'ok',
-      (err: { code?: string }) => err.code ?? String(err),
+      (err: Error & { code?: string }) => err.code ?? String(err),
     );
     // Watched from another connection: inside a transaction pg_stat_activity is a frozen snapshot.
     const waiting = () =>
@@ -700,9 +700,9 @@ describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('pg-boss lock heart
     other = new pg.Client({ connectionString: process.env.DATABASE_URL });
     await other.connect();
     // Another worker's claim: a later started_on, a short lock.
-    await other.query(`update ${table} set started_on = started_on + interval '1 second', expire_in = interval '5 seconds' where id = $1`, [job!.id.slice(-36)]);
-    await q.heartbeat([job!]);
-    const { rows } = await other.query<{ secs: number }>(`select extract(epoch from expire_in)::float8 as secs from ${table} where id = $1`, [job!.id.slice(-36)]);
-    expect(rows[0]!.secs).toBe(5);
+    await other.query(`update ${table} set started_on = started_on + interval '1 second', expire_in = interval '5 seconds' where id = $1`, [job.id.slice(-36)]);
+    await q.heartbeat([job]);
+    const { rows } = await other.query<{ secs: number }>(`select extract(epoch from expire_in)::float8 as secs from ${table} where id = $1`, [job.id.slice(-36)]);
+    expect(rows[0].secs).toBe(5);
   });
 });

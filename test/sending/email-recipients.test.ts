@@ -58,7 +58,7 @@ describe.each(STORAGE_KINDS)('send: cc and bcc are one address each, 50 recipien
     const res = await send({ ccAddresses: cc, bccAddresses: bcc }, 'fifty');
     expect(res.statusCode).toBe(202);
     const [mail] = await smtp.waitFor(1);
-    expect(mail!.envelope.to.sort()).toEqual(['ada@example.com', ...cc, ...bcc].sort());
-    expect(mail!.parsed.bcc).toBeUndefined();
+    expect(mail.envelope.to.sort()).toEqual(['ada@example.com', ...cc, ...bcc].sort());
+    expect(mail.parsed.bcc).toBeUndefined();
   });
 });

@@ -7,6 +7,8 @@ import { eventually } from '../helpers/wait.js';
 import { startWorkers } from '../../src/workers.js';
 import { DELIVER_JOB, DeliveryWorker } from '../../src/modules/sending/delivery.worker.js';
 import { buildExecutors } from '../../src/modules/sending/executors/index.js';
+import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
+import type { QueueJobsTable } from '../../src/queue/sqlite-queue.js';
 
 describe.each(STORAGE_KINDS)('final failure of a message (%s)', (kind) => {
   let t: TestContext;
@@ -20,11 +22,11 @@ describe.each(STORAGE_KINDS)('final failure of a message (%s)', (kind) => {
 
   it('records PROCESSING_FAILED and the reason when processing throws on every attempt', async () => {
     const inapp = t.workers!.executors.INAPP_WEB!;
-    const preview = inapp.preview;
+    const preview = inapp.preview.bind(inapp);
     // A dependency of processing that fails every time (not a render error, which fails one channel).
     inapp.preview = (content) => {
       if (String(content.title).startsWith('broken')) throw new Error('preview exploded');
-      return preview.call(inapp, content);
+      return preview(content);
     };
     try {
       const sends = await Promise.all(
@@ -65,7 +67,7 @@ describe('final failure when the worker died on the last attempt (sqlite)', () =
   });
   afterAll(() => t.close());
 
-  const db = () => t.deps.db as any;
+  const db = () => t.deps.db.withTables<{ queue_jobs: QueueJobsTable } & SendingTables>();
   /** Leaves these jobs as a worker killed during their last attempt would: running, attempts used up, lock expired. */
   async function abandonOnLastAttempt(jobs: { id: string; max_attempts: number }[]): Promise<void> {
     const past = new Date(Date.now() - 60_000).toISOString();

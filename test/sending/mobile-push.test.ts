@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { exportPKCS8, generateKeyPair } from 'jose';
-import type { Kysely } from 'kysely';
+import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type ApnsPeer, type TestCertificate, createTestCertificate, startApnsPeer } from '../helpers/apns-peer.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -118,7 +118,7 @@ describe.each(STORAGE_KINDS)('send: mobile push over APNs end to end (%s)', (kin
     const record = await settled(trackingId, 'mobile_push_sent_at');
     expect(record.mobile_push_sent_token).toBe(token);
     expect(sandbox.requests.map((r) => r.answer.status)).toEqual([503, 429, 200]);
-    const attempts = await (t.deps.db as unknown as Kysely<any>)
+    const attempts = await t.deps.db.withTables<SendingTables>()
       .selectFrom('delivery_attempts')
       .innerJoin('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id')
       .select(['delivery_attempts.outcome', 'delivery_attempts.provider_code'])

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { InappTables } from '../../src/modules/inapp/inapp.repository.js';
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -9,7 +10,7 @@ describe.each(STORAGE_KINDS)('scheduled sends (%s)', (kind) => {
   let t: TestContext;
   const send = (payload: unknown) => t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: payload as object });
   const log = async (id: string) => (await t.app.inject({ method: 'GET', url: `/logs/${id}`, headers: t.auth })).json().logs[0];
-  const inapp = (userId: string) => t.deps.db.selectFrom('inapp_notifications' as never).selectAll().where('user_id' as never, '=', userId as never).execute();
+  const inapp = (userId: string) => t.deps.db.withTables<InappTables>().selectFrom('inapp_notifications').selectAll().where('user_id', '=', userId).execute();
 
   beforeAll(async () => {
     t = await createTestContext(kind, { workers: true });
@@ -47,7 +48,7 @@ describe.each(STORAGE_KINDS)('scheduled sends (%s)', (kind) => {
     });
     expect(due.statusCode).toBe(200);
     await eventually(async () => (await log(trackingId)).inapp_delivered_at);
-    expect((await inapp('sched-1')).map((n: any) => n.title)).toEqual(['new title']);
+    expect((await inapp('sched-1')).map((n) => n.title)).toEqual(['new title']);
 
     const tooLate = await t.app.inject({ method: 'DELETE', url: `/sender/scheduler/${trackingId}`, headers: t.auth });
     expect(tooLate.statusCode).toBe(409);

@@ -73,7 +73,7 @@ describe.each(STORAGE_KINDS)("a user's slackToken at rest and on reads (%s)", (k
     const res = await call('POST', '/send', { type: 'alerts', to: { id: 'grace', slackChannel: '#general', slackToken: oauth() }, slack: { text: 'hi' } });
     expect(res.statusCode).toBe(202);
     const [post] = await peer.waitForPosts(1);
-    expect(post!.token).toBe(BOT);
+    expect(post.token).toBe(BOT);
     expect((await delivered(res.json().trackingId)).slack_delivered_at).toBeTruthy();
     const column = await stored('grace');
     expect(column).toMatch(/^enc:v1\./);
@@ -91,7 +91,7 @@ describe.each(STORAGE_KINDS)("a user's slackToken at rest and on reads (%s)", (k
     expect(await stored('lin')).not.toBe(first);
     peer.reset();
     await call('POST', '/send', { type: 'alerts', to: { id: 'lin' }, slack: { text: 'three' } });
-    expect((await peer.waitForPosts(1))[0]!.token).toBe('xoxb-other-workspace-token-0000');
+    expect((await peer.waitForPosts(1))[0].token).toBe('xoxb-other-workspace-token-0000');
   });
 
   it('a masked token sent back is refused, so it never replaces the real one', async () => {
@@ -103,7 +103,7 @@ describe.each(STORAGE_KINDS)("a user's slackToken at rest and on reads (%s)", (k
     expect(res.json().error.message).toContain('slackToken');
     const send = await call('POST', '/send', { type: 'alerts', to: { id: 'mo' }, slack: { text: 'still real' } });
     expect(send.statusCode).toBe(202);
-    expect((await peer.waitForPosts(1))[0]!.token).toBe(BOT);
+    expect((await peer.waitForPosts(1))[0].token).toBe(BOT);
   });
 
   it('a token stored in clear by an older version is read masked, used as is, and sealed on the next write', async () => {
@@ -113,7 +113,7 @@ describe.each(STORAGE_KINDS)("a user's slackToken at rest and on reads (%s)", (k
     expect(read.json().slackToken.access_token).toBe('xoxb-…abcd');
     expectNoSecret(read.body);
     const send = await call('POST', '/send', { type: 'alerts', to: { id: 'old' }, slack: { text: 'legacy' } });
-    expect((await peer.waitForPosts(1))[0]!.token).toBe(BOT);
+    expect((await peer.waitForPosts(1))[0].token).toBe(BOT);
     await delivered(send.json().trackingId);
     await call('POST', '/users/old', { timezone: 'Europe/Paris' });
     const column = await stored('old');

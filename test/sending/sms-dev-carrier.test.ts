@@ -84,7 +84,7 @@ describe.each(STORAGE_KINDS)('SMS end to end through the local development carri
     const record = await settled(mms, 'sms_delivered_at');
     expect(record).toMatchObject({ sms_sent_parts: 1, sms_delivered_cost_internal: 0.02 });
     const [carried] = await carrierMessages('+14155550125');
-    expect(carried!.mediaUrls).toEqual(['https://cdn.example.com/cat.png']);
+    expect(carried.mediaUrls).toEqual(['https://cdn.example.com/cat.png']);
 
     const bad = await sent({ type: 'pic', to: { id: 'pic' }, sms: { message: 'Look', mediaUrls: ['http://127.0.0.1/secret.png'] } });
     const failed = await settled(bad, 'sms_failed_at');

@@ -48,13 +48,13 @@ describe.each(STORAGE_KINDS)('send: web push end to end (%s)', (kind) => {
 
     const received = push.accepted().filter((r) => r.subscriptionId === browser.id);
     expect(received).toHaveLength(1);
-    expect(received[0]!.json()).toEqual({ title: 'Order 42 shipped', message: 'On its way', icon: 'https://cdn.example.com/i.png', url: 'https://shop.example.com/o/42' });
-    expect(received[0]!).toMatchObject({ ttl: 7200, urgency: 'high' });
-    expect(received[0]!.topic).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    expect(received[0].json()).toEqual({ title: 'Order 42 shipped', message: 'On its way', icon: 'https://cdn.example.com/i.png', url: 'https://shop.example.com/o/42' });
+    expect(received[0]).toMatchObject({ ttl: 7200, urgency: 'high' });
+    expect(received[0].topic).toMatch(/^[A-Za-z0-9_-]{32}$/);
 
     // The JWT is signed with the environment's VAPID key, the one browsers subscribe with.
     const settings = (await t.app.inject({ method: 'GET', url: '/settings/push/web', headers: t.auth })).json();
-    expect(received[0]!.vapidKey).toBe(settings.publicKey);
+    expect(received[0].vapidKey).toBe(settings.publicKey);
   });
 
   it('fans out to every subscription: one gone is removed and reported, the other is sent', async () => {

@@ -1,5 +1,4 @@
 import { Writable } from 'node:stream';
-import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { lazyChildLogger } from '../../src/http/request-logger.js';
@@ -20,7 +19,7 @@ describe('lazyChildLogger', () => {
   it('builds no pino child for a request that logs nothing at an enabled level', () => {
     const { logger } = capture('warn');
     const child = vi.spyOn(logger, 'child');
-    const log = lazyChildLogger(logger as unknown as FastifyBaseLogger, { trackingId: 't-1' }, {});
+    const log = lazyChildLogger(logger, { trackingId: 't-1' }, {});
     log.info('incoming request');
     log.debug('details');
     expect(child).not.toHaveBeenCalled();
@@ -28,7 +27,7 @@ describe('lazyChildLogger', () => {
 
   it('writes enabled lines through a child bound to the request, with the parent redaction', async () => {
     const { logger, lines } = capture('info');
-    const log = lazyChildLogger(logger as unknown as FastifyBaseLogger, { trackingId: 't-2' }, {});
+    const log = lazyChildLogger(logger, { trackingId: 't-2' }, {});
     log.info({ apiKey: 'clarion_sk_secret' }, 'first');
     log.error('second');
     await new Promise((r) => setImmediate(r));
@@ -41,7 +40,7 @@ describe('lazyChildLogger', () => {
 
   it('gives a route with its own level the real child at once', () => {
     const { logger } = capture('warn');
-    const log = lazyChildLogger(logger as unknown as FastifyBaseLogger, { trackingId: 't-3' }, { level: 'debug' });
+    const log = lazyChildLogger(logger, { trackingId: 't-3' }, { level: 'debug' });
     expect(log.level).toBe('debug');
   });
 });

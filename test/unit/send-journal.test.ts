@@ -1,7 +1,7 @@
-// The intake journal's chunk format (SqliteIntake writes it, the ingest job and log reads parse it)
+// The intake journal's chunk format (the messages repository writes it on SQLite, the ingest job and log reads parse it)
 // and the recipient read that decides whether a send writes its user.
 import { describe, expect, it } from 'vitest';
-import { journalChunk, journalEntry, parseMessages } from '../../src/modules/sending/send-intake.repository.js';
+import { journalChunk, journalEntry, parseMessages } from '../../src/modules/sending/messages.journal.js';
 import type { MessageRow } from '../../src/modules/sending/sending.tables.js';
 import type { UserRow } from '../../src/modules/users/users.repository.js';
 import { randomBytes } from 'node:crypto';

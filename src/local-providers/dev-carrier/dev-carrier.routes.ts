@@ -30,10 +30,11 @@ const CarrierMessageSchema = Type.Object({
  * a developer reads and simulates. Its REST routes take form bodies, in a scope of their own.
  */
 export async function devCarrierRoutes(parent: App, carrier: DevCarrier): Promise<void> {
-  await parent.register(async (carrierScope) => {
+  await parent.register((carrierScope, _options, done) => {
     const app = carrierScope as unknown as App;
     acceptFormBodies(app);
     registerRoutes(app, carrier);
+    done();
   });
 }
 

@@ -49,8 +49,8 @@ const SUMMARY_COLUMNS = [
 /** Kysely only: what the mail catcher caught, every query scoped by account and environment. */
 export class MailCatcherRepository {
   private readonly db: Kysely<CoreTables & MailCatcherTables>;
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
-    this.db = (db as Kysely<CoreTables>).withTables<MailCatcherTables>();
+  constructor(db: Kysely<CoreTables>) {
+    this.db = db.withTables<MailCatcherTables>();
   }
 
   /** Stores a message once per Message-ID; returns the id of the stored row (new or earlier). */

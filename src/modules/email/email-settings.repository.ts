@@ -16,7 +16,7 @@ export type EmailSettingsRow = Selectable<EmailSettingsTable>;
 /** Kysely only: the per-environment SMTP setting, scoped by account and environment. */
 export class EmailSettingsRepository {
   private readonly settings: EnvSettingsRepository<EmailSettingsRow>;
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
+  constructor(db: Kysely<CoreTables>) {
     this.settings = new EnvSettingsRepository<EmailSettingsRow>(db, 'email_settings');
   }
 

@@ -28,9 +28,9 @@ export interface InappNotificationsTable {
   updated_at: string;
 }
 
-export interface InappTables extends CoreTables {
+export type InappTables = {
   inapp_notifications: InappNotificationsTable;
-}
+};
 
 export type InappRow = Selectable<InappNotificationsTable>;
 export type InappRowPatch = Updateable<InappNotificationsTable>;
@@ -42,13 +42,13 @@ export interface InappScope {
   userId: string;
 }
 
-/** Any Kysely (or transaction) over a database that has run the in-app migration. */
-export type AnyKysely = Kysely<any>;
+/** A Kysely instance or an open transaction (callers may pass their own transaction). */
+export type AnyKysely = Kysely<CoreTables>;
 
 export class InappRepository {
-  private readonly db: Kysely<InappTables>;
+  private readonly db: Kysely<CoreTables & InappTables>;
   constructor(db: AnyKysely) {
-    this.db = db as Kysely<InappTables>;
+    this.db = db.withTables<InappTables>();
   }
 
   private scoped(scope: InappScope) {

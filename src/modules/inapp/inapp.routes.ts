@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
 import { withErrors } from '../../http/schemas.js';
@@ -34,8 +34,9 @@ type Query = Record<string, unknown>;
 const str = (value: unknown) => (typeof value === 'string' && value !== '' ? value : undefined);
 
 /** A missing body is an empty object (app.ts already reads text/plain and untyped bodies as JSON). */
-async function jsonBody(req: FastifyRequest): Promise<void> {
+function jsonBody(req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
   if (req.body === undefined || req.body === null) req.body = {};
+  done();
 }
 
 /**
@@ -160,7 +161,7 @@ export async function inappRoutes(
         },
       },
       async (req) => {
-        await service.markSeen(req.inappScope, markSeenFilter(req.body as MarkSeenBodyType));
+        await service.markSeen(req.inappScope, markSeenFilter(req.body));
         return { success: true };
       },
     );
@@ -186,7 +187,7 @@ export async function inappRoutes(
           hash: str(query.userIdHash) ?? str(query.hashedUserId),
         });
       },
-      handler: async () => {
+      handler: () => {
         throw new AppError('ROUTE_NOT_FOUND', `GET ${url} is the in-app websocket.`, 'Connect with a WebSocket client: ?envId=<clientId>&userId=<user id>[&userIdHash=<hash>].');
       },
       wsHandler: (socket, req) => {

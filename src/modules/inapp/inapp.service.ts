@@ -5,7 +5,6 @@ import {
   type InappNotification,
   type InappReply,
   STATUS_FIELDS,
-  type StatusField,
   parseInstant,
   parseStatusValue,
   toInappNotification,
@@ -150,7 +149,7 @@ export class InappService {
     const now = this.deps.clock.now();
     const set: InappRowPatch = {};
     for (const field of STATUS_FIELDS) {
-      const value = parseStatusValue(patch[field as StatusField], field, now);
+      const value = parseStatusValue(patch[field], field, now);
       if (value !== undefined) set[field] = value;
     }
     const replies = [...(patch.reply ? [patch.reply] : []), ...(patch.replies ?? [])].map((reply) => ({

@@ -18,8 +18,8 @@ const RESULT_INSERT_CHUNK = 500;
 
 export class LogsRepository {
   private readonly db: LogsDb;
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
-    this.db = (db as Kysely<CoreTables>).withTables<LogsTables>();
+  constructor(db: Kysely<CoreTables>) {
+    this.db = db.withTables<LogsTables>();
   }
 
   insertQuery(row: Selectable<LogQueriesTable>): Promise<unknown> {

@@ -26,7 +26,7 @@ export function logRoutes(app: App, deps: Pick<Deps, 'config'>, service: LogsSer
   app.get(
     '/logs/retention',
     { schema: { tags, summary: 'How long logs are kept', response: withErrors({ 200: Type.Object({ retentionInDays: Type.Number() }) }) } },
-    async () => ({ retentionInDays: deps.config.logRetentionDays }),
+    () => ({ retentionInDays: deps.config.logRetentionDays }),
   );
 
   app.get(
@@ -76,9 +76,9 @@ export function logRoutes(app: App, deps: Pick<Deps, 'config'>, service: LogsSer
         response: withErrors({ 200: LogsResponse }),
       },
       // Before the schema, so an oversized list answers as GET /logs/{ids} does, not VALIDATION_FAILED.
-      preValidation: async (req) => {
+      preValidation: (req, _reply, done) => {
         const ids = (req.body as { trackingIds?: unknown } | null)?.trackingIds;
-        if (Array.isArray(ids) && ids.length > MAX_TRACKING_IDS) throw tooManyTrackingIds(ids.length);
+        done(Array.isArray(ids) && ids.length > MAX_TRACKING_IDS ? tooManyTrackingIds(ids.length) : undefined);
       },
     },
     async (req) => ({ logs: await service.byTrackingIds(req.auth, req.body.trackingIds) }),

@@ -3,9 +3,7 @@ import { AppError, invalid, notFound } from '../../errors.js';
 import { PermanentJobError, type Queue } from '../../queue/port.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
 import { LOG_CHANNELS } from '../sending/channels.js';
-import { acceptedSendsByIds } from '../sending/accepted-sends.js';
 import { MessagesRepository } from '../sending/messages.repository.js';
-import { SendIntakeRepository } from '../sending/send-intake.repository.js';
 import type { MessageRow } from '../sending/sending.tables.js';
 import { type LogRecord, logStatus, toLogRecord } from './log-record.js';
 import { type LogFilters, LogsRepository } from './logs.repository.js';
@@ -35,9 +33,6 @@ const QUERY_FAILED = 'The search failed. Start it again, with narrower filters i
 /** A query answers at most this many logs, newest first. */
 export const MAX_QUERY_RESULTS = 5000;
 export const LOG_QUERY_JOB = 'logs.query';
-/** How long a log query waits for sends accepted before it to leave the intake journal (SQLite). */
-const INTAKE_WAIT_MS = 10_000;
-const INTAKE_RECENT_MS = 10 * 60_000;
 export const LOG_STATUSES = ['scheduled', 'canceled', 'processing', 'failed', 'sent', 'delivered', 'skipped'] as const;
 
 export interface LogQueryInput {
@@ -73,7 +68,7 @@ export class LogsService {
       throw invalid(`A tracking id is at most ${MAX_TRACKING_ID_LENGTH} characters.`, 'Pass the trackingId a send answered.');
     }
     const envId = requireEnv(auth);
-    const rows = (await acceptedSendsByIds(this.deps, auth.accountId, ids)).filter((m) => m.env_id === envId);
+    const rows = (await this.messages.messagesByIds(auth.accountId, ids)).filter((m) => m.env_id === envId);
     return this.records(rows);
   }
 
@@ -135,13 +130,15 @@ export class LogsService {
   async runQuery(queryId: string): Promise<void> {
     const row = await this.repo.findQueryForWork(queryId);
     if (!row || row.status !== 'Running') return;
-    let stored: LogFilters & { rawStatus: string | null; rawChannels: string[] | null };
+    type StoredFilters = LogFilters & { rawStatus: string | null; rawChannels: string[] | null };
+    let stored: StoredFilters;
     try {
-      stored = JSON.parse(row.filters);
+      stored = JSON.parse(row.filters) as StoredFilters;
     } catch {
       throw new PermanentJobError(`log query ${queryId}: stored filters are not JSON`);
     }
-    await this.awaitIntake(row.created_at);
+    // Every send accepted before the query is a row of messages once this returns.
+    await this.messages.flushAccepted();
     const candidates = await this.repo.findMessages(stored, MAX_QUERY_RESULTS * 4);
     const deliveries = await this.messages.deliveriesOf(candidates.map((m) => m.tracking_id));
     const byMessage = groupBy(deliveries, (d) => d.tracking_id);
@@ -154,21 +151,6 @@ export class LogsService {
       if (logs.length >= MAX_QUERY_RESULTS) break;
     }
     await this.repo.completeQuery(queryId, row.account_id, logs, this.deps.clock.now().toISOString());
-  }
-
-  /**
-   * On SQLite, waits (up to INTAKE_WAIT_MS) until the sends accepted in the INTAKE_RECENT_MS
-   * before the query started are ingested, so a query includes the sends answered 202 just
-   * before it. Older chunks (an ingestion that failed for good) do not hold queries up.
-   */
-  private async awaitIntake(queryCreatedAt: string): Promise<void> {
-    if (this.deps.storage.dialect !== 'sqlite') return;
-    const intake = new SendIntakeRepository(this.deps.db);
-    const from = new Date(new Date(queryCreatedAt).getTime() - INTAKE_RECENT_MS).toISOString();
-    const deadline = performance.now() + INTAKE_WAIT_MS;
-    while ((await intake.anyPendingBetween(from, queryCreatedAt)) && performance.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
   }
 
   private filters(auth: AuthContext, input: LogQueryInput): LogFilters {

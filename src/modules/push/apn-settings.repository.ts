@@ -23,7 +23,7 @@ export type ApnSettingsRow = Selectable<ApnSettingsTable>;
 export type ApnScope = EnvScope;
 
 export class ApnSettingsRepository extends EnvSettingsRepository<ApnSettingsRow> {
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
+  constructor(db: Kysely<CoreTables>) {
     super(db, 'apn_settings');
   }
 }

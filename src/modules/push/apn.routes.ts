@@ -15,7 +15,7 @@ const apnConfigProperties = {
 const ApnConfigSchema = Type.Object(apnConfigProperties, { $id: 'APNConfig' });
 
 /** PUT/GET/DELETE /settings/push/apn: the environment's APNs token-based credentials (pingram PushSettingsApi). */
-export async function apnRoutes(app: App, service: ApnSettingsService): Promise<void> {
+export function apnRoutes(app: App, service: ApnSettingsService): void {
   app.addSchema(ApnConfigSchema);
   const tags = ['settings'];
   const scope = (auth: AuthContext) => ({ accountId: auth.accountId, envId: requireEnv(auth) });

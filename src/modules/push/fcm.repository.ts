@@ -22,7 +22,7 @@ export type FcmScope = EnvScope;
 
 /** FCM credentials of one environment; every query is scoped by account and environment. */
 export class FcmSettingsRepository extends EnvSettingsRepository<FcmSettingsRow> {
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
+  constructor(db: Kysely<CoreTables>) {
     super(db, 'fcm_settings');
   }
 }

@@ -19,7 +19,7 @@ const FcmSettingsSchema = Type.Object(
  * Firebase Cloud Messaging credentials of the environment (the pingram SDK's PushSettingsApi:
  * upsertPushFcmSettings / getPushFcmSettings / deletePushFcmSettings). Registered in app.ts.
  */
-export async function fcmRoutes(app: App, service: FcmSettingsService): Promise<void> {
+export function fcmRoutes(app: App, service: FcmSettingsService): void {
   app.addSchema(FcmSettingsSchema);
   const tags = ['settings'];
   const scope = (auth: AuthContext) => ({ accountId: auth.accountId, envId: requireEnv(auth) });

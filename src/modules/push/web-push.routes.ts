@@ -27,7 +27,7 @@ const AccountMetadataSchema = Type.Object({
  *   `GET /{clientId}/users/{userId}/account_metadata` (@notificationapi/core getUserAccountMetadata).
  * Keys are generated on first read (or first send).
  */
-export async function webPushRoutes(app: App, services: { webPush: WebPushService; inappAuth: InappAuthenticator; auth: AuthService }): Promise<void> {
+export function webPushRoutes(app: App, services: { webPush: WebPushService; inappAuth: InappAuthenticator; auth: AuthService }): void {
   const { webPush: service, inappAuth: authenticator, auth: accountAuth } = services;
   const tags = ['web push'];
 

@@ -4,19 +4,15 @@ import { type JobContext, PermanentJobError, type Queue } from '../../queue/port
 import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.js';
 import { RenderPool } from '../../rendering/render-pool.js';
 import type { Channel } from '../../http/schemas.js';
-import { componentResolver } from '../components/components.service.js';
 import { type LedgerSession, successFields } from '../delivery/ledger.js';
-import { EnvironmentsRepository } from '../environments/environments.repository.js';
-import { TemplatesRepository } from '../templates/templates.repository.js';
 import { TemplatesService } from '../templates/templates.service.js';
-import { ensureType } from '../types/types.service.js';
 import { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
 import { DeliveryRuns, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
-import { INGEST_SENDS_JOB } from './intake.js';
+import { INGEST_SENDS_JOB } from './messages.journal.js';
 import { MessagesRepository } from './messages.repository.js';
-import { SendIntakeRepository } from './send-intake.repository.js';
+import { PlanningReads } from './planning-reads.js';
 import { routeChannels } from './routing.js';
 import type { SendBody } from './sending.schemas.js';
 import { PROCESS_MESSAGE_JOB, normalizeSend } from './sending.service.js';
@@ -101,12 +97,12 @@ export class DeliveryWorker {
 
   /** An ingest chunk given up for good: its sends are stored (if they were not) and end failed. */
   private async failIngestChunk(seq: number, reason: string): Promise<void> {
-    const intake = new SendIntakeRepository(this.deps.db);
-    const messages = await intake.chunk(seq);
+    const repo = new MessagesRepository(this.deps.db);
+    const messages = await repo.pendingChunk(seq);
     if (!messages) return;
     await this.storeEach(messages);
     await this.failMessages(messages.map((m) => m.tracking_id), reason);
-    await intake.remove(seq);
+    await repo.dropPendingChunk(seq);
   }
 
   /** message.process jobs: a message whose processing failed for good ends failed in its log. */
@@ -137,16 +133,15 @@ export class DeliveryWorker {
   }
 
   /**
-   * The job of a `send_intake` chunk (SQLite): writes its message rows, processes them as
-   * message.process does, then drops the chunk. A re-run after a crash finds the rows written
+   * The job of a chunk of accepted sends the messages repository holds back (SQLite's journal):
+   * writes its message rows, processes them as message.process does, then drops the chunk. A re-run after a crash finds the rows written
    * and the messages processed, and only drops the chunk; a message that failed leaves the
    * chunk in place and the job retries it, until its failure is final (recordFinalFailures).
    */
   async ingestSends(seq: number, job: JobContext = { id: '', name: INGEST_SENDS_JOB, attempt: 1, maxAttempts: Number.POSITIVE_INFINITY }): Promise<void> {
-    const intake = new SendIntakeRepository(this.deps.db);
-    const messages = await intake.chunk(seq);
-    if (!messages) return;
     const repo = new MessagesRepository(this.deps.db);
+    const messages = await repo.pendingChunk(seq);
+    if (!messages) return;
     try {
       await repo.insertMessagesIfAbsent(messages);
     } catch (err) {
@@ -158,7 +153,7 @@ export class DeliveryWorker {
     const recorded = await this.recordFinalFailures(trackingIds, failures, () => job);
     const pending = failures.find((f, i) => f !== undefined && !recorded[i]);
     if (pending !== undefined) throw pending;
-    await intake.remove(seq);
+    await repo.dropPendingChunk(seq);
     const failure = failures.find((f) => f !== undefined);
     // Recorded as the messages' failure; the job ends failed too, without a retry.
     if (failure !== undefined) throw new PermanentJobError(errorText(failure));
@@ -172,15 +167,22 @@ export class DeliveryWorker {
 
   /**
    * Routes and renders a batch of messages, then writes all of them (deliveries, in-app
-   * notifications, delivery jobs) in one transaction, each in its own savepoint. Returns, per
-   * message, undefined or the error that failed it alone.
+   * notifications, delivery jobs) in one transaction, each in its own savepoint. What planning
+   * reads is read once per batch (PlanningReads). Returns, per message, undefined or the error
+   * that failed it alone.
    */
   async processMessages(trackingIds: string[]): Promise<unknown[]> {
+    let reads: PlanningReads;
+    try {
+      reads = await PlanningReads.of(this.deps, this.users, this.templates, trackingIds);
+    } catch (err) {
+      return trackingIds.map(() => err);
+    }
     const failures: unknown[] = trackingIds.map(() => undefined);
     const plans: { index: number; plan: MessagePlan }[] = [];
     for (const [index, trackingId] of trackingIds.entries()) {
       try {
-        const plan = await this.plan(trackingId);
+        const plan = await this.plan(trackingId, reads);
         if (plan) plans.push({ index, plan });
       } catch (err) {
         failures[index] = err;
@@ -213,17 +215,17 @@ export class DeliveryWorker {
   }
 
   /** Everything one message will write, read and rendered outside the transaction; null: nothing to do. */
-  private async plan(trackingId: string): Promise<MessagePlan | null> {
+  private async plan(trackingId: string, reads: PlanningReads): Promise<MessagePlan | null> {
     const repo = new MessagesRepository(this.deps.db);
-    const message = await repo.findMessageForWork(trackingId);
+    const message = reads.message(trackingId);
     if (!message || (message.state !== 'queued' && message.state !== 'scheduled')) return null;
     const now = this.deps.clock.now().toISOString();
     const body = JSON.parse(message.request) as SendBody;
     const send = normalizeSend({ ...body, to: body.to ?? body.user ?? { id: message.user_id } });
 
-    const found = await this.users.getWithSuppressions(message.account_id, message.env_id, message.user_id);
+    const found = reads.user(message);
     const user = found?.user;
-    const env = await new EnvironmentsRepository(this.deps.db).find(message.account_id, message.env_id);
+    const env = await reads.environment(message);
     if (!user || !env) {
       await this.deps.ledger.failMessages([trackingId], {
         at: now,
@@ -232,15 +234,15 @@ export class DeliveryWorker {
       });
       return null;
     }
-    const type = await ensureType(this.deps, message.account_id, message.env_id, message.notification_id);
+    const type = await reads.type(message);
 
     const contents = new Map<SendChannel, Record<string, unknown>>();
-    const templated = await new TemplatesRepository(this.deps.db).channelsWithTemplates(message.account_id, message.env_id, message.notification_id);
+    const templated = await reads.channelsWithTemplates(message);
     for (const { channel } of SEND_CHANNELS) {
       const inline = this.executors[channel]?.fromInline(body) ?? inlineOf(body, channel);
       if (inline) contents.set(channel, inline);
       else if (templated.has(channel)) {
-        const template = await this.templates.resolveTemplate(message.account_id, message.env_id, message.notification_id, channel, body.templateId);
+        const template = await reads.resolveTemplate(message, channel, body.templateId);
         if (template) contents.set(channel, template.content as Record<string, unknown>);
       }
     }
@@ -256,7 +258,7 @@ export class DeliveryWorker {
     });
 
     const context = buildRenderContext(send.parameters, user as unknown as Record<string, unknown>);
-    const resolveComponents = componentResolver(this.deps, message.account_id, message.env_id);
+    const resolveComponents = reads.components(message);
     const rows: DeliveryRow[] = [];
     const skipped: Record<string, string> = {};
     for (const decision of decisions) {

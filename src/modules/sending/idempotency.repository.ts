@@ -6,8 +6,8 @@ export type IdempotencyRow = Selectable<IdempotencyKeysTable>;
 
 export class IdempotencyRepository {
   private readonly db: SendingDb;
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
-    this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
+  constructor(db: Kysely<CoreTables>) {
+    this.db = db.withTables<SendingTables>();
   }
 
   find(envId: string, key: string): Promise<IdempotencyRow | undefined> {
@@ -22,6 +22,30 @@ export class IdempotencyRepository {
       .onConflict((oc) => oc.columns(['env_id', 'key']).doNothing())
       .executeTakeFirst();
     return Number(res.numInsertedOrUpdatedRows ?? 0n) === 1;
+  }
+
+  /**
+   * Inserts the keys of a batch of sends; returns the tracking ids whose key this call inserted
+   * (a key held already, or taken by an earlier row of the same batch, is not theirs).
+   */
+  async claimMany(rows: IdempotencyRow[]): Promise<Set<string>> {
+    if (rows.length === 0) return new Set();
+    const inserted = await this.db
+      .insertInto('idempotency_keys')
+      .values(rows)
+      .onConflict((oc) => oc.columns(['env_id', 'key']).doNothing())
+      .returning('tracking_id')
+      .execute();
+    return new Set(inserted.map((r) => r.tracking_id));
+  }
+
+  /** Gives back keys claimed by sends that were then refused (claimMany). */
+  async releaseMany(rows: IdempotencyRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.db
+      .deleteFrom('idempotency_keys')
+      .where((eb) => eb.or(rows.map((r) => eb.and([eb('env_id', '=', r.env_id), eb('key', '=', r.key), eb('tracking_id', '=', r.tracking_id)]))))
+      .execute();
   }
 
   async replace(row: IdempotencyRow): Promise<void> {

@@ -1,14 +1,249 @@
+import type { Kysely } from 'kysely';
 import type { Deps } from '../../deps.js';
 import type { Queue } from '../../queue/port.js';
-import { SqliteQueue } from '../../queue/sqlite-queue.js';
-import type { SendIntake } from './intake.contract.js';
-import { KyselyIntake } from './intake.kysely.js';
-import { SqliteIntake } from './intake.sqlite.js';
+import type { Settled } from '../../storage/batcher.js';
+import type { CoreTables } from '../../storage/schema.js';
+import { TypesRepository } from '../types/types.repository.js';
+import { autoCreatedTypeRow } from '../types/types.service.js';
+import { type UserRow, UsersRepository } from '../users/users.repository.js';
+import { type Recipient, planRecipientUpsert } from '../users/users.service.js';
+import { type IdempotencyRow, IdempotencyRepository } from './idempotency.repository.js';
+import { type AcceptedSend, MessagesRepository } from './messages.repository.js';
+import type { MessageRow } from './sending.tables.js';
+import { UsageRepository } from './usage.repository.js';
 
-export { INGEST_CHUNK, INGEST_SENDS_JOB, type IntakeOutcome, type IntakeUnit, type SendIntake } from './intake.contract.js';
+/**
+ * Everything one accepted send writes, computed and validated before any statement runs. The
+ * intake writes it in one transaction with the other units of its batch, so the answer 202 is
+ * given only once the message and its job are durable together.
+ */
+export interface IntakeUnit {
+  accountId: string;
+  envId: string;
+  now: string;
+  /** Present when the request carried an Idempotency-Key. */
+  idempotency: IdempotencyRow | null;
+  usage: { cycleStart: string; cap: number };
+  recipient: Recipient;
+  /** The notification type to create when missing; null when it is known to exist. */
+  ensureType: string | null;
+  /** The job that processes the message; runAt null: at once. */
+  job: AcceptedSend['job'];
+  /** The message row; the intake fills job_id, and user_email/user_number from the stored user. */
+  message: MessageRow;
+}
 
-/** The SQLite intake when the queue is the embedded one on the same connection, else the repositories'. */
-export function createIntake(deps: Deps, queue: Queue): SendIntake {
-  if (deps.storage.sqlite && queue instanceof SqliteQueue) return new SqliteIntake(deps.db, deps.storage.sqlite, queue, deps.secrets);
-  return new KyselyIntake(deps, queue);
+/** ok: committed. replay: the Idempotency-Key is held by an earlier send. cap: over messagesCap. */
+export type IntakeResult = 'ok' | 'replay' | 'cap';
+/** A unit's result, or the error that failed it alone (a refused merge, a database error). */
+export type IntakeOutcome = Settled<IntakeResult>;
+
+/** The batch cannot commit as a whole; it is rolled back and redone unit by unit. */
+class RedoAlone extends Error {}
+/** Retries of a unit alone that keeps meeting concurrent batches. */
+const REDO_ATTEMPTS = 3;
+
+const OK: IntakeOutcome = { ok: true, value: 'ok' };
+const REPLAY: IntakeOutcome = { ok: true, value: 'replay' };
+const CAP: IntakeOutcome = { ok: true, value: 'cap' };
+
+/** One recipient of a batch: as stored when the batch read it, and as the accepted units leave it. */
+interface BatchUser {
+  stored: UserRow | undefined;
+  latest: UserRow | undefined;
+}
+
+/**
+ * The one write path of accepted sends (POST /send, the older sender route, scheduled sends,
+ * broadcast fan-out): a batch of units in one transaction, with a constant number of
+ * statements per batch rather than per send (claim the Idempotency-Keys, read and write the
+ * recipients, create missing types, count usage, write messages and jobs), each unit still
+ * succeeding or failing alone. Engine-agnostic: what is faster on one engine (SQLite's journal
+ * of immediate sends) is inside the repositories.
+ *
+ * Measured (issue 11, 50 concurrent callers, no HTTP, CPU per send): the SQLite intake before
+ * this one cost about 10 µs per send; this one through Kysely alone about 20 (building and
+ * compiling each statement, and garbage); with the hot statements of its repositories prepared
+ * on SQLite (usage, recipients, journal, jobs) about 10 again.
+ *
+ * A unit refused by a rule (its key is held, the cap is reached, its recipient cannot be
+ * merged) is settled without writing; a batch that cannot commit as a whole (a database error,
+ * a user created or a counter moved by a concurrent batch on PostgreSQL) is rolled back and
+ * redone unit by unit, where such a failure fails that unit only.
+ */
+export class SendIntake {
+  constructor(
+    private readonly deps: Pick<Deps, 'db' | 'storage' | 'secrets'>,
+    private readonly queue: Pick<Queue, 'enqueueMany'>,
+  ) {}
+
+  /** Writes the units; resolves, per unit in order, its result or the error that failed it alone. */
+  async accept(units: IntakeUnit[]): Promise<IntakeOutcome[]> {
+    if (units.length === 0) return [];
+    try {
+      return await this.transaction((trx) => this.writeBatch(trx, units));
+    } catch (error) {
+      if (units.length === 1) return [await this.retryAlone(units[0], error)];
+      const outcomes: IntakeOutcome[] = [];
+      for (const unit of units) outcomes.push(...(await this.accept([unit])));
+      return outcomes;
+    }
+  }
+
+  /** A unit alone that met a concurrent batch (RedoAlone) reads again and retries, a few times. */
+  private async retryAlone(unit: IntakeUnit, error: unknown): Promise<IntakeOutcome> {
+    for (let attempt = 0; error instanceof RedoAlone && attempt < REDO_ATTEMPTS; attempt++) {
+      try {
+        return (await this.transaction((trx) => this.writeBatch(trx, [unit])))[0];
+      } catch (err) {
+        error = err;
+      }
+    }
+    return { ok: false, error: error instanceof RedoAlone ? new Error('the send met concurrent writes too often to commit') : error };
+  }
+
+  private transaction<T>(fn: (trx: Kysely<CoreTables>) => Promise<T>): Promise<T> {
+    return this.deps.db.transaction().execute(fn);
+  }
+
+  private async writeBatch(trx: Kysely<CoreTables>, units: IntakeUnit[]): Promise<IntakeOutcome[]> {
+    const sqlite = this.deps.storage.sqlite;
+    const usage = new UsageRepository(trx, sqlite);
+    const tallies = tallyOf(units);
+    // First, a write: on SQLite it takes the write lock, so nothing read below goes stale.
+    await usage.ensureCounters(tallies);
+
+    const outcomes: (IntakeOutcome | undefined)[] = new Array(units.length);
+    const idempotency = new IdempotencyRepository(trx);
+    const keyed = units.filter((u) => u.idempotency !== null).map((u) => u.idempotency!);
+    if (keyed.length > 0) {
+      const claimed = await idempotency.claimMany(keyed);
+      units.forEach((unit, i) => {
+        if (unit.idempotency && !claimed.has(unit.idempotency.tracking_id)) outcomes[i] = REPLAY;
+      });
+    }
+
+    const users = await this.readUsers(trx, keyed.length > 0 ? units.filter((_, i) => outcomes[i] === undefined) : units);
+    const used = await usage.usedMany(tallies);
+    for (const tally of tallies) tally.used = used.get(`${tally.accountId}\u0000${tally.cycleStart}`) ?? 0;
+    const accepted: AcceptedSend[] = [];
+    const released: IdempotencyRow[] = [];
+    const types = new Map<string, ReturnType<typeof autoCreatedTypeRow>>();
+    units.forEach((unit, i) => {
+      if (outcomes[i] !== undefined) return;
+      const { accountId, envId } = unit;
+      const user = users.find((g) => g.accountId === accountId && g.envId === envId)!.byId.get(unit.recipient.userId)!;
+      let row: UserRow;
+      try {
+        row = planRecipientUpsert(user.latest, accountId, envId, unit.recipient.userId, unit.recipient.patch, unit.now, this.deps.secrets).row;
+      } catch (error) {
+        outcomes[i] = { ok: false, error };
+        if (unit.idempotency) released.push(unit.idempotency);
+        return;
+      }
+      const tally = tallies.find((t) => t.accountId === accountId && t.cycleStart === unit.usage.cycleStart)!;
+      if (tally.used + tally.counted >= unit.usage.cap) {
+        outcomes[i] = CAP;
+        if (unit.idempotency) released.push(unit.idempotency);
+        return;
+      }
+      tally.counted++;
+      user.latest = row;
+      if (unit.ensureType) types.set(`${envId}\u0000${unit.ensureType}`, autoCreatedTypeRow(accountId, envId, unit.ensureType, unit.now));
+      // The message is the unit's to fill (IntakeUnit.message).
+      unit.message.user_email = row.email;
+      unit.message.user_number = row.number;
+      accepted.push(unit);
+      outcomes[i] = OK;
+    });
+
+    await idempotency.releaseMany(released);
+    await this.writeUsers(trx, users);
+    await new TypesRepository(trx).insertManyIfMissing([...types.values()]);
+    await new MessagesRepository(trx, sqlite).insertAccepted(accepted, this.queue);
+    // Counted once per account at the end, so the counter row is locked for one statement and
+    // the commit (PostgreSQL). Another batch may have counted since the read: then redo alone.
+    for (const tally of tallies) {
+      if (tally.counted > 0 && !(await usage.tryCount(tally.accountId, tally.cycleStart, tally.cap, tally.counted))) throw new RedoAlone();
+    }
+    return outcomes as IntakeOutcome[];
+  }
+
+  /**
+   * The batch's recipients, one query per environment. On PostgreSQL those the batch will change
+   * are read again and locked (in id order), so a concurrent batch's change to them is not lost.
+   */
+  private async readUsers(trx: Kysely<CoreTables>, units: IntakeUnit[]): Promise<EnvUsers[]> {
+    const lockRows = this.deps.storage.dialect === 'postgres';
+    const repo = new UsersRepository(trx, lockRows, this.deps.storage.sqlite);
+    const groups: EnvUsers[] = [];
+    for (const unit of units) {
+      let group = groups.find((g) => g.accountId === unit.accountId && g.envId === unit.envId);
+      if (!group) {
+        group = { accountId: unit.accountId, envId: unit.envId, byId: new Map(), units: [] };
+        groups.push(group);
+      }
+      group.units.push(unit);
+      if (!group.byId.has(unit.recipient.userId)) group.byId.set(unit.recipient.userId, { stored: undefined, latest: undefined });
+    }
+    for (const { accountId, envId, byId, units: own } of groups) {
+      for (const row of await repo.findMany(accountId, envId, [...byId.keys()])) byId.set(row.id, { stored: row, latest: row });
+      if (!lockRows) continue;
+      const changing = new Set<string>();
+      for (const u of own) {
+        const stored = byId.get(u.recipient.userId)!.stored;
+        if (!stored || changing.has(stored.id)) continue;
+        try {
+          if (planRecipientUpsert(stored, accountId, envId, u.recipient.userId, u.recipient.patch, u.now, this.deps.secrets).write !== null) changing.add(stored.id);
+        } catch {
+          // Refused: settled when the batch plans it, writes nothing.
+        }
+      }
+      for (const row of await repo.findMany(accountId, envId, [...changing], true)) byId.set(row.id, { stored: row, latest: row });
+    }
+    return groups;
+  }
+
+  /** New recipients in one INSERT, changed ones one UPDATE each (a repeated send changes nothing). */
+  private async writeUsers(trx: Kysely<CoreTables>, groups: EnvUsers[]): Promise<void> {
+    const repo = new UsersRepository(trx);
+    const inserts: UserRow[] = [];
+    for (const { byId } of groups) {
+      for (const { stored, latest } of byId.values()) {
+        if (!latest || latest === stored) continue;
+        if (!stored) inserts.push(latest);
+        else await repo.update(latest.account_id, latest.env_id, latest.id, latest);
+      }
+    }
+    // A user created by a concurrent batch since the read (PostgreSQL): merge into it alone.
+    if (inserts.length > 0 && (await repo.insertManyIfAbsent(inserts)).size !== inserts.length) throw new RedoAlone();
+  }
+}
+
+/** A batch's recipients in one environment. */
+interface EnvUsers {
+  accountId: string;
+  envId: string;
+  byId: Map<string, BatchUser>;
+  units: IntakeUnit[];
+}
+
+/** An account's billing cycle in a batch: used when the batch read it, and counted by the batch since. */
+interface Tally {
+  accountId: string;
+  cycleStart: string;
+  cap: number;
+  used: number;
+  counted: number;
+}
+
+/** The batch's cycles; a batch holds few accounts, so a scan is cheaper than a key per send. */
+function tallyOf(units: IntakeUnit[]): Tally[] {
+  const tallies: Tally[] = [];
+  for (const { accountId, usage } of units) {
+    if (!tallies.some((t) => t.accountId === accountId && t.cycleStart === usage.cycleStart)) {
+      tallies.push({ accountId, cycleStart: usage.cycleStart, cap: usage.cap, used: 0, counted: 0 });
+    }
+  }
+  return tallies;
 }

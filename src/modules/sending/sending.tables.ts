@@ -1,4 +1,4 @@
-import type { Kysely, Selectable } from 'kysely';
+import type { Generated, Kysely, Selectable } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
 
 export type MessagesTable = {
@@ -104,9 +104,9 @@ export type ProviderEventsTable = {
   applied_at: string | null;
 };
 
-/** SQLite only: accepted sends not yet ingested into messages (see SqliteIntake). */
+/** SQLite only: accepted sends not yet ingested into messages (see messages.journal.ts). */
 export type SendIntakeTable = {
-  seq: number;
+  seq: Generated<number>;
   /** JSON array of journal entries (see journalEntry). */
   messages: string;
   created_at: string;

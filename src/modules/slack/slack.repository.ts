@@ -19,7 +19,7 @@ export type SlackSettingsRow = Selectable<SlackSettingsTable>;
 export type SlackScope = EnvScope;
 
 export class SlackRepository extends EnvSettingsRepository<SlackSettingsRow> {
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
+  constructor(db: Kysely<CoreTables>) {
     super(db, 'slack_settings');
   }
 }

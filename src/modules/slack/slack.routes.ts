@@ -12,7 +12,7 @@ const SlackSettingSchema = Type.Object({
 });
 
 /** The environment's Slack bot token, used for users whose slackToken carries no token. */
-export async function slackRoutes(app: App, service: SlackSettingsService): Promise<void> {
+export function slackRoutes(app: App, service: SlackSettingsService): void {
   const tags = ['settings'];
   const scope = (auth: AuthContext) => ({ accountId: auth.accountId, envId: requireEnv(auth) });
 

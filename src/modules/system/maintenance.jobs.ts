@@ -8,12 +8,12 @@ const DAY_MS = 24 * 3600 * 1000;
 
 export interface Maintenance {
   /** Purges old logs and delivery events (CLARION_LOG_RETENTION_DAYS), idempotency keys and log queries, now. */
-  purge(): Promise<void>;
+  purge: () => Promise<void>;
   /**
    * Schedules this hour's purge. Every worker process calls it every hour; the job's key is the
    * hour, so across processes the purge runs once an hour (the queue keeps one job per key).
    */
-  schedulePurge(): Promise<string>;
+  schedulePurge: () => Promise<string>;
 }
 
 /** The maintenance jobs: the hourly retention purge. */

@@ -28,10 +28,10 @@ export function systemRoutes(app: App, deps: Deps, metrics: Registry): void {
     },
   );
 
-  app.get('/metrics', { config, schema: { hide: true } }, async (_req, reply) => {
+  app.get('/metrics', { config, schema: { hide: true } }, (_req, reply) => {
     reply.header('content-type', metrics.contentType);
     return metrics.metrics();
   });
 
-  app.get('/openapi.json', { config, schema: { hide: true } }, async () => app.swagger());
+  app.get('/openapi.json', { config, schema: { hide: true } }, () => app.swagger());
 }

@@ -36,13 +36,12 @@ function e164(raw: string | undefined): string | undefined {
  * request is verified with X-Twilio-Signature over the URL it was sent to, as Twilio signs it.
  */
 export class TelephonyCallbacks {
-  private readonly repo: TelephonyRepository;
-  private readonly users: UsersService;
-
-  constructor(private readonly deps: Deps) {
-    this.repo = new TelephonyRepository(deps.db);
-    this.users = new UsersService(deps);
-  }
+  constructor(
+    private readonly deps: Deps,
+    /** The process's users service (suppressions and STOP/START), shared with the routes. */
+    private readonly users: UsersService,
+    private readonly repo: TelephonyRepository = new TelephonyRepository(deps.db),
+  ) {}
 
   /** A client for lookups made while answering a callback: short timeout, the carrier waits on us. */
   private lookupClient(): TwilioClient | null {

@@ -115,7 +115,7 @@ export class NumbersService {
 
   private async ensureDevNumber(accountId: string): Promise<PhoneNumberRow> {
     const rows = await this.repo.listNumbers(accountId);
-    if (rows.length > 0) return rows.find((r) => r.is_default === 1) ?? rows[0]!;
+    if (rows.length > 0) return rows.find((r) => r.is_default === 1) ?? rows[0];
     for (let i = 0; i < 50; i++) {
       // A US geographic area code in use (a plausible local US number, never toll-free); the line is 555-01XX.
       let candidate: string;
@@ -132,7 +132,7 @@ export class NumbersService {
       if (await this.repo.insertNumber(row)) return row;
       // A concurrent call may just have given this account its number.
       const again = await this.repo.listNumbers(accountId);
-      if (again.length > 0) return again[0]!;
+      if (again.length > 0) return again[0];
     }
     throw new AppError('SERVICE_UNAVAILABLE', 'No free development number is left.', 'Register a number with POST /numbers/order.');
   }

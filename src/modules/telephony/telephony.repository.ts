@@ -64,8 +64,8 @@ type Db = Kysely<CoreTables & SendingTables & TelephonyTables>;
 
 export class TelephonyRepository {
   private readonly db: Db;
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
-    this.db = (db as Kysely<CoreTables>).withTables<SendingTables & TelephonyTables>();
+  constructor(db: Kysely<CoreTables>) {
+    this.db = db.withTables<SendingTables & TelephonyTables>();
   }
 
   // --- numbers -------------------------------------------------------------------------------

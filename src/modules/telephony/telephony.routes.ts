@@ -53,7 +53,7 @@ export async function telephonyRoutes(app: App, services: { numbers: NumbersServ
 
   // Carrier-facing routes take form bodies. Their parser lives in this encapsulated scope only,
   // so it neither changes how the rest of the API reads bodies nor clashes with other modules.
-  await app.register(async (carrierScope) => {
+  await app.register((carrierScope, _options, done) => {
     const child = carrierScope as unknown as App;
     acceptFormBodies(child);
 
@@ -81,6 +81,6 @@ export async function telephonyRoutes(app: App, services: { numbers: NumbersServ
       await callbacks.inbound(params);
       return reply.type('text/xml').send(EMPTY_TWIML);
     });
-
+    done();
   });
 }

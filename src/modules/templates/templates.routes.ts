@@ -27,11 +27,12 @@ const TemplateSchema = Type.Object(
 export function templateRoutes(app: App, services: { types: TypesService; components: ComponentsService; templates: TemplatesService }): void {
   // The app's JSON parser (src/http/json-body.ts) reads an empty body as none, as the pingram SDK
   // sends on DELETE, and refuses __proto__ keys, NUL characters and deep nesting: no parser of its own here.
-  app.register(async (plugin) => {
+  app.register((plugin, _options, done) => {
     const scope = plugin.withTypeProvider<TypeBoxTypeProvider>();
     typeRoutes(scope, services.types);
     componentRoutes(scope, services.components);
     templateOnlyRoutes(scope, services.templates);
+    done();
   });
 }
 

@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
 
 /** Row types of migration 0010 (notification types, templates, defaults, components, references). */
@@ -71,9 +71,9 @@ export type TemplateTables = {
 
 export type TemplatesDb = Kysely<CoreTables & TemplateTables>;
 /** A Kysely instance or an open transaction (callers may pass their own transaction). */
-export type AnyDb = Kysely<any> | Transaction<any>;
+export type AnyDb = Kysely<CoreTables>;
 
-export const templatesDb = (db: AnyDb): TemplatesDb => (db as Kysely<CoreTables>).withTables<TemplateTables>();
+export const templatesDb = (db: AnyDb): TemplatesDb => db.withTables<TemplateTables>();
 
 /** Foreign-key violation on either engine (pg 23503, SQLite SQLITE_CONSTRAINT_FOREIGNKEY). */
 export function isForeignKeyViolation(err: unknown): boolean {

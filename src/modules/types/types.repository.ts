@@ -17,6 +17,16 @@ export class TypesRepository {
     return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
   }
 
+  /** Inserts the types that do not exist yet (a batch of sends creating their types on first use). */
+  async insertManyIfMissing(rows: NotificationTypeRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await templatesDb(this.db)
+      .insertInto('notification_types')
+      .values(rows)
+      .onConflict((oc) => oc.columns(['env_id', 'notification_id']).doNothing())
+      .execute();
+  }
+
   find(accountId: string, envId: string, notificationId: string): Promise<NotificationTypeRow | undefined> {
     return templatesDb(this.db)
       .selectFrom('notification_types')

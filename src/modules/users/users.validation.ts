@@ -183,7 +183,7 @@ function parseSlackToken(value: unknown): SlackToken {
   if (hasMaskedValue(value)) {
     throw invalid('slackToken carries a masked token (as reads show it), not the token itself.', 'Send the oauth.v2.access response as Slack returned it, or leave slackToken out to keep the stored one.');
   }
-  return value as SlackToken;
+  return value;
 }
 
 function optionalString(value: unknown, field: string, max: number): string {

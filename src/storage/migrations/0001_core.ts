@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 // Portable column types only (see storage/schema.ts): text, integer, double precision.
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('accounts')
     .addColumn('id', 'text', (c) => c.primaryKey())
@@ -73,7 +73,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('users_env_number').on('users').columns(['env_id', 'number']).execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   for (const table of ['users', 'api_keys', 'environments', 'accounts']) {
     await db.schema.dropTable(table).ifExists().execute();
   }

@@ -7,7 +7,7 @@ import type { Kysely } from 'kysely';
  * deleting a template removes its default rows and component references, and a component that is
  * still referenced cannot be deleted (the reference has no ON DELETE action), even under races.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('notification_types')
     .addColumn('env_id', 'text', (c) => c.notNull().references('environments.client_id').onDelete('cascade'))
@@ -100,7 +100,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   for (const table of ['component_refs', 'components', 'template_defaults', 'templates', 'notification_types']) {
     await db.schema.dropTable(table).ifExists().execute();
   }

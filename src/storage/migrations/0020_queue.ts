@@ -4,7 +4,7 @@ import { type Kysely, SqliteAdapter } from 'kysely';
  * The embedded job queue (src/queue/sqlite-queue.ts). SQLite only: on PostgreSQL the queue is
  * pg-boss, which installs and migrates its own schema.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   if (!(db.getExecutor().adapter instanceof SqliteAdapter)) return;
   await db.schema
     .createTable('queue_jobs')
@@ -28,7 +28,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('queue_jobs_purge').on('queue_jobs').columns(['state', 'updated_at']).execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   if (!(db.getExecutor().adapter instanceof SqliteAdapter)) return;
   await db.schema.dropTable('queue_jobs').ifExists().execute();
 }

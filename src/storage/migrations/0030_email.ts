@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 // The local outbox (mail kept instead of sent when no SMTP server is configured) and the
 // per-environment SMTP setting. A delivery's Message-ID is unique per environment, so a retried
 // delivery stores nothing twice.
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('outbox_messages')
     .addColumn('id', 'text', (c) => c.primaryKey())
@@ -45,7 +45,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropTable('email_settings').ifExists().execute();
   await db.schema.dropTable('outbox_messages').ifExists().execute();
 }

@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 // In-app notifications, one row per (environment, user, message). The message trackingId is the
 // notification `id` the in-app clients see and patch, so it is unique per user and environment,
 // which also makes a retried delivery a no-op.
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('inapp_notifications')
     .addColumn('account_id', 'text', (c) => c.notNull())
@@ -36,6 +36,6 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('inapp_user_unseen').on('inapp_notifications').columns(['env_id', 'user_id', 'seen']).execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropTable('inapp_notifications').ifExists().execute();
 }

@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
  * A send is a message; each channel it reaches is a delivery; each provider call is an attempt.
  * The spec's Log record is a view over the three (modules/logs/log-record.ts).
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('messages')
     .addColumn('tracking_id', 'text', (c) => c.primaryKey())
@@ -110,7 +110,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   for (const t of ['log_queries', 'usage_counters', 'idempotency_keys', 'delivery_attempts', 'deliveries', 'messages']) {
     await db.schema.dropTable(t).ifExists().execute();
   }

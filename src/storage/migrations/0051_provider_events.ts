@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely';
  * report may arrive before the worker has committed the provider's message id, so reports are
  * kept here and applied to the delivery as soon as both exist.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('provider_events')
     .addColumn('id', 'text', (c) => c.primaryKey())
@@ -22,7 +22,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('deliveries_provider_message').on('deliveries').columns(['channel', 'provider_message_id']).execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropIndex('deliveries_provider_message').ifExists().execute();
   await db.schema.dropTable('provider_events').ifExists().execute();
 }

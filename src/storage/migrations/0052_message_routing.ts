@@ -5,10 +5,10 @@ import type { Kysely } from 'kysely';
  * than as one delivery row each: most sends skip most channels, and those rows were the bulk of
  * the writes per message.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('messages').addColumn('skipped', 'text').execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('messages').dropColumn('skipped').execute();
 }

@@ -8,12 +8,12 @@ import { type Kysely, SqliteAdapter } from 'kysely';
  * - queue_jobs (state, updated_at): only the purge read it, and it moved on every claim and
  *   completion. The purge now walks the claim index (name, state, run_at) instead.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropIndex('messages_env_received').ifExists().execute();
   if (db.getExecutor().adapter instanceof SqliteAdapter) await db.schema.dropIndex('queue_jobs_purge').ifExists().execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.createIndex('messages_env_received').ifNotExists().on('messages').columns(['env_id', 'received_at']).execute();
   if (db.getExecutor().adapter instanceof SqliteAdapter) {
     await db.schema.createIndex('queue_jobs_purge').ifNotExists().on('queue_jobs').columns(['state', 'updated_at']).execute();

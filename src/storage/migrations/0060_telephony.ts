@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely';
  * message finds its account), the SMS sends an inbound reply is matched to (last send from a
  * number to a user, with its auto-reply), and what the local development carrier was given.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('phone_numbers')
     .addColumn('phone_number', 'text', (c) => c.primaryKey())
@@ -58,7 +58,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('dev_carrier_created').on('dev_carrier_messages').columns(['kind', 'created_at']).execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropTable('dev_carrier_messages').ifExists().execute();
   await db.schema.dropTable('sms_sends').ifExists().execute();
   await db.schema.dropTable('phone_numbers').ifExists().execute();

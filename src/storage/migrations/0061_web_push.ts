@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 
 // One VAPID key pair per environment, generated on first need. The private key is sealed with
 // the server secret (deps.secrets); the public key is what browsers subscribe with.
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('web_push_settings')
     .addColumn('env_id', 'text', (c) => c.primaryKey().references('environments.client_id').onDelete('cascade'))
@@ -13,6 +13,6 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropTable('web_push_settings').ifExists().execute();
 }

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 
 // APNs credentials per environment (PUT /settings/push/apn). The .p8 signing key is stored
 // encrypted with the server secret; key id, team id and topic are not secret.
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('apn_settings')
     .addColumn('env_id', 'text', (c) => c.primaryKey().references('environments.client_id').onDelete('cascade'))
@@ -17,6 +17,6 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropTable('apn_settings').ifExists().execute();
 }

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 
 // FCM credentials per environment (PUT /settings/push/fcm): the service account's public fields
 // as JSON, and its private key encrypted with the server key (src/secrets.ts).
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('fcm_settings')
     .addColumn('env_id', 'text', (c) => c.primaryKey().references('environments.client_id').onDelete('cascade'))
@@ -18,6 +18,6 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropTable('fcm_settings').ifExists().execute();
 }

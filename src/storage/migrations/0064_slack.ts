@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 
 // The per-environment Slack bot token: used for users whose slackToken carries no token of its
 // own. Encrypted at rest (Secrets), one row per environment.
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('slack_settings')
     .addColumn('env_id', 'text', (c) => c.primaryKey().references('environments.client_id').onDelete('cascade'))
@@ -15,6 +15,6 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropTable('slack_settings').ifExists().execute();
 }

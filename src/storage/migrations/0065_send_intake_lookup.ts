@@ -9,7 +9,7 @@ import { type Kysely, SqliteAdapter } from 'kysely';
  * Before, both scanned every pending chunk, reading its JSON through the overflow pages: with a
  * backlog of 300,000 sends (~100 MB), tens of milliseconds of the event loop per lookup.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   if (!(db.getExecutor().adapter instanceof SqliteAdapter)) return;
   // Null for chunks written before this migration; lookups still read those.
   await db.schema.alterTable('send_intake').addColumn('first_id', 'text').execute();
@@ -18,7 +18,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('send_intake_created').on('send_intake').column('created_at').execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   if (!(db.getExecutor().adapter instanceof SqliteAdapter)) return;
   await db.schema.dropIndex('send_intake_created').ifExists().execute();
   await db.schema.dropIndex('send_intake_id_range').ifExists().execute();

@@ -6,7 +6,7 @@ import type { Kysely } from 'kysely';
  * Rows go with their query (the hourly purge). Queries finished before this migration keep
  * their result in log_queries.result.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('log_query_results')
     .addColumn('query_id', 'text', (c) => c.notNull())
@@ -19,7 +19,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('log_queries_created').on('log_queries').column('created_at').execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropIndex('log_queries_created').ifExists().execute();
   await db.schema.dropTable('log_query_results').ifExists().execute();
 }

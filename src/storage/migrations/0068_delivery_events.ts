@@ -7,7 +7,7 @@ import type { Kysely } from 'kysely';
  * that a transaction increments just before it commits, so ids increase in commit order and a
  * reader never skips a row that commits later with a smaller id (as it could with a sequence).
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('delivery_event_counters')
     .addColumn('env_id', 'text', (c) => c.primaryKey())
@@ -37,7 +37,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('provider_events_at').on('provider_events').column('at').execute();
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropIndex('provider_events_at').ifExists().execute();
   await db.schema.dropTable('delivery_events').ifExists().execute();
   await db.schema.dropTable('delivery_event_counters').ifExists().execute();

@@ -12,7 +12,7 @@ function storeInput({ message, content, body }: DeliverInput): StoreInappInput {
     title: str(content.title) ?? '',
     ...(str(content.redirectURL) ? { redirectURL: str(content.redirectURL) } : {}),
     ...(str(content.imageURL) ? { imageURL: str(content.imageURL) } : {}),
-    parameters: (body.parameters ?? body.mergeTags ?? {}) as Record<string, unknown>,
+    parameters: body.parameters ?? body.mergeTags ?? {},
   };
 }
 

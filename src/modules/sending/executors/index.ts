@@ -34,7 +34,7 @@ export interface ExecutorServices {
 }
 
 /** Every channel this process can deliver; a channel without an executor is routed CHANNEL_UNAVAILABLE. */
-export function buildExecutors(deps: Deps, services: ExecutorServices): { executors: Executors; close(): Promise<void> } {
+export function buildExecutors(deps: Deps, services: ExecutorServices): { executors: Executors; close: () => Promise<void> } {
   const { mailCatcher, emailSettings } = services.repositories;
   const emailProviders = new EmailProviders(deps, { caught: mailCatcher, settings: emailSettings });
   const candidates: [SendChannel, ManagedExecutor | null][] = [
@@ -50,8 +50,8 @@ export function buildExecutors(deps: Deps, services: ExecutorServices): { execut
   for (const [channel, executor] of candidates) if (executor) executors[channel] = executor;
   return {
     executors,
-    async close() {
-      await Promise.all(Object.values(executors).map((e) => e?.close?.()));
+    close: async () => {
+      await Promise.all(Object.values(executors).map((e) => e?.close?.() ?? Promise.resolve()));
     },
   };
 }

@@ -1,5 +1,4 @@
 import { SlackClients } from '../../../channels/slack/client.js';
-import type { SlackContent, SlackPostOptions } from '../../../channels/slack/message.js';
 import { SlackSender } from '../../../channels/slack/sender.js';
 import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
@@ -46,8 +45,8 @@ export function slackExecutor(deps: Deps, services: { users: UsersService; slack
       const posted = await sender.post({
         token,
         destination: user.channel,
-        content: content as SlackContent,
-        options: options as SlackPostOptions,
+        content,
+        options,
       });
       return {
         result: { providerMessageId: `${posted.channel}:${posted.ts}`, response: `ok channel=${posted.channel} ts=${posted.ts}` },

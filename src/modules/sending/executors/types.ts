@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { DeliveryResult } from '../../../channels/types.js';
+import type { CoreTables } from '../../../storage/schema.js';
 import type { SendChannel } from '../channels.js';
 import type { SendBody } from '../sending.schemas.js';
 import type { DeliveryRow, MessageRow } from '../sending.tables.js';
@@ -42,7 +43,7 @@ export interface ChannelExecutor {
    * websocket push); if the process dies before it, clients see the notification on their next
    * fetch.
    */
-  deliverInTransaction?(trx: Kysely<any>, input: DeliverInput): Promise<DeliverOutcome & { afterCommit?: () => Promise<void> }>;
+  deliverInTransaction?(trx: Kysely<CoreTables>, input: DeliverInput): Promise<DeliverOutcome & { afterCommit?: () => Promise<void> }>;
 }
 
 /** A string field of rendered content, or undefined. */

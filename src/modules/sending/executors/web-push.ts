@@ -54,7 +54,7 @@ export function createWebPushExecutor(deps: Deps, services: WebPushExecutorServi
         const at = deps.clock.now().toISOString();
         return {
           result: {
-            ...(accepted[0]!.location ? { providerMessageId: accepted[0]!.location } : {}),
+            ...(accepted[0].location ? { providerMessageId: accepted[0].location } : {}),
             response: `${accepted.length} of ${outcomes.length} subscriptions accepted (${outcomes.map((o) => (o.ok ? o.status : o.status ?? o.code)).join(', ')})`,
             accepted: accepted.map((o) => o.endpoint),
             ...(failed.length ? { rejected: failed.map((f) => f.endpoint) } : {}),
@@ -72,16 +72,16 @@ export function createWebPushExecutor(deps: Deps, services: WebPushExecutorServi
       const retryable = failed.filter((f) => f.kind === 'retry');
       if (retryable.length > 0) {
         const waits = retryable.map((f) => f.retryAfterMs).filter((ms): ms is number => ms !== undefined);
-        throw new DeliveryError(retryable[0]!.code, summary, {
+        throw new DeliveryError(retryable[0].code, summary, {
           retryable: true,
-          ...(retryable[0]!.status ? { providerCode: String(retryable[0]!.status) } : {}),
+          ...(retryable[0].status ? { providerCode: String(retryable[0].status) } : {}),
           ...(waits.length ? { retryAfterMs: Math.max(...waits) } : {}),
         });
       }
       const allGone = gone.length === failed.length;
-      throw new DeliveryError(allGone ? 'SUBSCRIPTION_GONE' : failed[0]!.code, summary, {
+      throw new DeliveryError(allGone ? 'SUBSCRIPTION_GONE' : failed[0].code, summary, {
         retryable: false,
-        ...(failed[0]!.status ? { providerCode: String(failed[0]!.status) } : {}),
+        ...(failed[0].status ? { providerCode: String(failed[0].status) } : {}),
         recipient: failed.map((f) => f.endpoint).join(', '),
         recipientInvalid: allGone,
       });

@@ -1,16 +1,64 @@
+import type SQLite from 'better-sqlite3';
 import type { Kysely } from 'kysely';
+import { heldSqlite } from '../../storage/db.js';
 import type { CoreTables } from '../../storage/schema.js';
+import type { Queue } from '../../queue/port.js';
 import type { MessageRow, SendingDb, SendingTables } from './sending.tables.js';
 
+/** The job that moves a journal chunk into messages and processes its sends (DeliveryWorker.ingestSends). */
+export const INGEST_SENDS_JOB = 'sends.ingest';
+/** Sends per journal chunk, and so per ingest job. */
+export const INGEST_CHUNK = 16;
+/** Chunks per INSERT (a broadcast's batch may make hundreds). */
+const CHUNKS_PER_INSERT = 100;
+
 /**
- * Reads of `send_intake` (SQLite only): the sends accepted and committed, in chunks, whose
- * message rows are not written yet (SqliteIntake writes the chunks; the `sends.ingest` job moves
- * them into `messages`). Every read that looks for a send by id falls back to it.
+ * The SQLite side of MessagesRepository: accepted immediate sends are journaled instead of
+ * being written as message rows with a job each. Measured reason (issue 3 note): a message row
+ * and a job per send are seven B-tree inserts; up to 16 sends as one `send_intake` row (a JSON
+ * array) with one `sends.ingest` job took the API process from about 31% to about 51% of the
+ * bare route's rate. The ingest job writes the message rows and processes them. Nothing outside
+ * MessagesRepository sees the journal: its reads by tracking id include pending entries, and
+ * flushAccepted() writes them as rows before a query reads messages directly.
  */
-export class SendIntakeRepository {
+export class SendJournal {
   private readonly db: SendingDb;
-  constructor(db: Kysely<CoreTables> | Kysely<any>) {
-    this.db = (db as Kysely<CoreTables>).withTables<SendingTables>();
+  private readonly sqlite: SQLite.Database | null;
+  /** `sqlite`: the connection, for append's prepared insert inside the caller's transaction. */
+  constructor(db: Kysely<CoreTables>, sqlite?: SQLite.Database) {
+    this.db = db.withTables<SendingTables>();
+    this.sqlite = heldSqlite(db, sqlite);
+  }
+
+  /**
+   * Journals immediate sends in chunks of INGEST_CHUNK, each with its ingest job: one INSERT of
+   * the chunks and one of their jobs per batch (Kysely's cost is per statement).
+   */
+  async append(rows: MessageRow[], jobs: Pick<Queue, 'enqueueMany'>): Promise<void> {
+    if (rows.length === 0) return;
+    // A chunk's time is its last send's; rows are in arrival order.
+    const createdAt = rows[rows.length - 1].received_at;
+    const chunks: { messages: string; created_at: string; first_id: string; last_id: string }[] = [];
+    for (let i = 0; i < rows.length; i += INGEST_CHUNK) {
+      const chunk = rows.slice(i, i + INGEST_CHUNK);
+      let first = chunk[0].tracking_id;
+      let last = first;
+      for (const { tracking_id: id } of chunk) {
+        if (id < first) first = id;
+        if (id > last) last = id;
+      }
+      chunks.push({ messages: journalChunk(chunk.map((m) => journalEntry(m, m.user_email, m.user_number))), created_at: createdAt, first_id: first, last_id: last });
+    }
+    const seqs: number[] = [];
+    // On the hot path a prepared statement per chunk: cheaper than Kysely building and compiling
+    // one multi-row INSERT for a group commit's few chunks (measured, issue 11).
+    const insert = this.sqlite?.prepare('INSERT INTO send_intake (messages, created_at, first_id, last_id) VALUES (@messages, @created_at, @first_id, @last_id)');
+    if (insert) for (const chunk of chunks) seqs.push(Number(insert.run(chunk).lastInsertRowid));
+    for (let i = 0; !insert && i < chunks.length; i += CHUNKS_PER_INSERT) {
+      const inserted = await this.db.insertInto('send_intake').values(chunks.slice(i, i + CHUNKS_PER_INSERT)).returning('seq').execute();
+      seqs.push(...inserted.map((r) => r.seq));
+    }
+    await jobs.enqueueMany(this.db, seqs.map((seq) => ({ name: INGEST_SENDS_JOB, data: { seq } })));
   }
 
   /** The message rows of a chunk, or null once ingested. */
@@ -21,6 +69,11 @@ export class SendIntakeRepository {
 
   async remove(seq: number): Promise<void> {
     await this.db.deleteFrom('send_intake').where('seq', '=', seq).execute();
+  }
+
+  /** Sequence numbers of the chunks waiting to be ingested, oldest first. */
+  async pendingSeqs(): Promise<number[]> {
+    return (await this.db.selectFrom('send_intake').select('seq').orderBy('seq').execute()).map((r) => r.seq);
   }
 
   /**
@@ -39,12 +92,6 @@ export class SendIntakeRepository {
     const chunks = await this.db.selectFrom('send_intake').select('messages').where('seq', 'in', [...seqs]).execute();
     const wanted = new Set(trackingIds);
     return chunks.flatMap((c) => parseMessages(c.messages)).filter((m) => m.account_id === accountId && wanted.has(m.tracking_id));
-  }
-
-  /** Whether a chunk accepted from `from` to `to` (ISO times, inclusive) is still waiting to be ingested. */
-  async anyPendingBetween(from: string, to: string): Promise<boolean> {
-    const row = await this.db.selectFrom('send_intake').select('seq').where('created_at', '>=', from).where('created_at', '<=', to).limit(1).executeTakeFirst();
-    return row !== undefined;
   }
 }
 
@@ -128,7 +175,9 @@ export function parseMessages(json: string): MessageRow[] {
     const row = {} as Record<string, unknown>;
     if (Array.isArray(entry)) {
       for (const column of MESSAGE_COLUMNS) row[column] = null;
-      ENTRY_COLUMNS.forEach((column, i) => (row[column] = i === REQUEST_INDEX ? JSON.stringify(entry[i]) : entry[i]));
+      ENTRY_COLUMNS.forEach((column, i) => {
+        row[column] = i === REQUEST_INDEX ? JSON.stringify(entry[i]) : entry[i];
+      });
       row.state = 'queued';
     } else {
       const partial = entry as Partial<MessageRow>;

@@ -1,0 +1,114 @@
+import type { Deps } from '../../deps.js';
+import type { ComponentResolver } from '../../rendering/liquid.js';
+import { componentResolver } from '../components/components.service.js';
+import { type EnvironmentRow, EnvironmentsRepository } from '../environments/environments.repository.js';
+import { TemplatesRepository } from '../templates/templates.repository.js';
+import type { ResolvedTemplate, TemplatesService } from '../templates/templates.service.js';
+import { type NotificationType, ensureType } from '../types/types.service.js';
+import type { UsersService } from '../users/users.service.js';
+import type { Suppressions, User } from '../users/users.types.js';
+import { MessagesRepository } from './messages.repository.js';
+import type { MessageRow } from './sending.tables.js';
+
+/**
+ * What planning a batch of messages reads, read once per batch: the messages and their users in
+ * one query each (per environment), and per environment or notification type its environment,
+ * type, templated channels, templates and components, however many messages share them. Reads
+ * are started on first use and shared as promises, so a batch of one type costs one of each.
+ */
+export class PlanningReads {
+  private readonly messages = new Map<string, MessageRow>();
+  private readonly users = new Map<string, { user: User; suppressions: Suppressions }>();
+  private readonly shared = new Map<string, Promise<unknown>>();
+
+  private constructor(
+    private readonly deps: Deps,
+    private readonly templates: TemplatesService,
+  ) {}
+
+  /** Reads the batch's messages and their recipients. */
+  static async of(deps: Deps, users: UsersService, templates: TemplatesService, trackingIds: string[]): Promise<PlanningReads> {
+    const reads = new PlanningReads(deps, templates);
+    const messages = await new MessagesRepository(deps.db).messagesForWork(trackingIds);
+    const byEnv = new Map<string, MessageRow[]>();
+    for (const message of messages) {
+      reads.messages.set(message.tracking_id, message);
+      const key = envKey(message);
+      byEnv.set(key, [...(byEnv.get(key) ?? []), message]);
+    }
+    for (const group of byEnv.values()) {
+      const { account_id: accountId, env_id: envId } = group[0];
+      const found = await users.getManyWithSuppressions(accountId, envId, [...new Set(group.map((m) => m.user_id))]);
+      for (const [userId, user] of found) reads.users.set(`${accountId}\u0000${envId}\u0000${userId}`, user);
+    }
+    return reads;
+  }
+
+  message(trackingId: string): MessageRow | undefined {
+    return this.messages.get(trackingId);
+  }
+
+  /** The message's recipient with their suppressions; undefined when the user was deleted. */
+  user(message: MessageRow): { user: User; suppressions: Suppressions } | undefined {
+    return this.users.get(`${message.account_id}\u0000${message.env_id}\u0000${message.user_id}`);
+  }
+
+  environment(message: MessageRow): Promise<EnvironmentRow | undefined> {
+    return this.once(`env\u0000${envKey(message)}`, () => new EnvironmentsRepository(this.deps.db).find(message.account_id, message.env_id));
+  }
+
+  type(message: MessageRow): Promise<NotificationType> {
+    return this.once(`type\u0000${typeKey(message)}`, () => ensureType(this.deps, message.account_id, message.env_id, message.notification_id));
+  }
+
+  /** The channels that have a template for the message's type. */
+  channelsWithTemplates(message: MessageRow): Promise<Set<string>> {
+    return this.once(`templated\u0000${typeKey(message)}`, () =>
+      new TemplatesRepository(this.deps.db).channelsWithTemplates(message.account_id, message.env_id, message.notification_id),
+    );
+  }
+
+  resolveTemplate(message: MessageRow, channel: string, templateId: string | undefined): Promise<ResolvedTemplate | null> {
+    return this.once(`template\u0000${typeKey(message)}\u0000${channel}\u0000${templateId ?? ''}`, () =>
+      this.templates.resolveTemplate(message.account_id, message.env_id, message.notification_id, channel, templateId),
+    );
+  }
+
+  /** The environment's components, each read once per batch however many messages render it. */
+  components(message: MessageRow): ComponentResolver {
+    const resolve = componentResolver(this.deps, message.account_id, message.env_id);
+    return async (ids) => {
+      const found = new Map<string, string>();
+      const missing: string[] = [];
+      for (const id of ids) {
+        const html = this.shared.get(`component\u0000${envKey(message)}\u0000${id}`) as Promise<string | undefined> | undefined;
+        if (html) {
+          const value = await html;
+          if (value !== undefined) found.set(id, value);
+        } else missing.push(id);
+      }
+      if (missing.length === 0) return found;
+      const read = resolve(missing).then((answer) => (answer instanceof Map ? answer : new Map(Object.entries(answer))));
+      for (const id of missing) {
+        const html = read.then((m) => m.get(id));
+        // Its failure is the caller's (awaited below); a later message that reads it meets it too.
+        html.catch(() => undefined);
+        this.shared.set(`component\u0000${envKey(message)}\u0000${id}`, html);
+      }
+      for (const [id, html] of await read) found.set(id, html);
+      return found;
+    };
+  }
+
+  private once<T>(key: string, read: () => Promise<T>): Promise<T> {
+    let value = this.shared.get(key) as Promise<T> | undefined;
+    if (!value) {
+      value = read();
+      this.shared.set(key, value);
+    }
+    return value;
+  }
+}
+
+const envKey = (m: MessageRow) => `${m.account_id}\u0000${m.env_id}`;
+const typeKey = (m: MessageRow) => `${envKey(m)}\u0000${m.notification_id}`;
