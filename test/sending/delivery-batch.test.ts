@@ -8,6 +8,8 @@ import { buildExecutors } from '../../src/modules/sending/executors/index.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { type SmtpPeer, startSmtpPeer } from '../helpers/smtp-peer.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
+import type { DeliveryTables } from '../../src/modules/delivery/delivery.tables.js';
+import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
 
 describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
   let t: TestContext;
@@ -21,7 +23,8 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
     await t.close();
     await smtp.close();
   });
-  const db = () => t.deps.db as any;
+  const db = () => t.deps.db.withTables<SendingTables & DeliveryTables>();
+  const countEvents = async () => Number((await db().selectFrom('delivery_events').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
 
   it('sends every delivery of the batch; each one retries, fails or succeeds alone', async () => {
     const to = ['ok@example.com', 'later@example.com', 'bounce@example.com'];
@@ -29,7 +32,7 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
     for (const [i, email] of to.entries()) {
       const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'batch', to: { id: `batch${i}`, email }, email: { subject: `s${i}`, html: '<p>x</p>' } } });
       expect(res.statusCode).toBe(202);
-      trackingIds.push(res.json().trackingId as string);
+      trackingIds.push(res.json<{ trackingId: string }>().trackingId);
     }
     const { executors, close } = buildExecutors(t.deps, t.services);
     const worker = new DeliveryWorker(t.deps, t.deps.queue, executors);
@@ -41,9 +44,8 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
         for (const trackingId of trackingIds) await worker.processMessage(trackingId);
       }
       const deliveries = await db().selectFrom('deliveries').select(['id', 'tracking_id']).where('tracking_id', 'in', trackingIds).execute();
-      const idOf = (trackingId: string) => deliveries.find((d: { tracking_id: string }) => d.tracking_id === trackingId)!.id as string;
-      const ids = trackingIds.map(idOf);
-      const eventsBefore = Number((await db().selectFrom('delivery_events').select((eb: any) => eb.fn.countAll().as('n')).executeTakeFirst()).n);
+      const ids = trackingIds.map((trackingId) => deliveries.find((d) => d.tracking_id === trackingId)?.id ?? '');
+      const eventsBefore = await countEvents();
 
       const job = (id: string) => ({ id, name: DELIVER_JOB, attempt: 1, maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 });
       const runs = new DeliveryRuns(t.deps, executors, t.services.users, 10);
@@ -54,17 +56,16 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
       expect((results[1] as RetryJobError).delayMs).toBeGreaterThanOrEqual(0);
       expect(results[2]).toBeUndefined();
       const rows = await db().selectFrom('deliveries').select(['id', 'status', 'attempts', 'failed_code']).where('id', 'in', ids).execute();
-      const row = (id: string) => rows.find((r: { id: string }) => r.id === id);
-      expect(row(ids[0]!)).toMatchObject({ status: 'sent', attempts: 1 });
-      expect(row(ids[1]!)).toMatchObject({ status: 'pending', attempts: 1 });
-      expect(row(ids[2]!)).toMatchObject({ status: 'failed', attempts: 1, failed_code: 'SMTP_RECIPIENT_REJECTED' });
+      const [ok, later, bounce] = ids.map((id) => rows.find((r) => r.id === id));
+      expect(ok).toMatchObject({ status: 'sent', attempts: 1 });
+      expect(later).toMatchObject({ status: 'pending', attempts: 1 });
+      expect(bounce).toMatchObject({ status: 'failed', attempts: 1, failed_code: 'SMTP_RECIPIENT_REJECTED' });
       const attempts = await db().selectFrom('delivery_attempts').select(['delivery_id', 'outcome']).where('delivery_id', 'in', ids).execute();
-      expect(ids.map((id) => attempts.filter((a: { delivery_id: string }) => a.delivery_id === id).map((a: { outcome: string }) => a.outcome))).toEqual([['success'], ['retry'], ['failed']]);
+      expect(ids.map((id) => attempts.filter((a) => a.delivery_id === id).map((a) => a.outcome))).toEqual([['success'], ['retry'], ['failed']]);
       // Two transitions (pending -> sent, pending -> failed); a retry is none.
-      const eventsAfter = Number((await db().selectFrom('delivery_events').select((eb: any) => eb.fn.countAll().as('n')).executeTakeFirst()).n);
-      expect(eventsAfter - eventsBefore).toBe(2);
+      expect((await countEvents()) - eventsBefore).toBe(2);
       // The hard bounce suppressed its recipient's email.
-      const bounced = (await t.app.inject({ method: 'GET', url: '/users/batch2', headers: t.auth })).json();
+      const bounced = (await t.app.inject({ method: 'GET', url: '/users/batch2', headers: t.auth })).json<{ emailSuppressionStatus?: { reason: string } }>();
       expect(bounced.emailSuppressionStatus?.reason).toBe('Bounce');
       expect(smtp.messages.map((m) => m.envelope.to[0])).toEqual(['ok@example.com']);
 
@@ -73,8 +74,8 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
       expect(again[0]).toBeUndefined();
       expect(again[1]).toBeInstanceOf(RetryJobError);
       expect(again[2]).toBeUndefined();
-      const later = await db().selectFrom('deliveries').select(['status', 'attempts']).where('id', '=', ids[1]).executeTakeFirst();
-      expect(later).toMatchObject({ status: 'pending', attempts: 2 });
+      const retried = await db().selectFrom('deliveries').select(['status', 'attempts']).where('id', '=', ids[1] ?? '').executeTakeFirst();
+      expect(retried).toMatchObject({ status: 'pending', attempts: 2 });
       expect(smtp.messages).toHaveLength(1);
     } finally {
       await worker.close();

@@ -34,7 +34,7 @@ describe('content without templates', () => {
   it('is a copy: changing the result leaves the content alone', () => {
     const content = { title: 'x', instant: { title: 'y' } };
     const out = contentWithoutTemplates('INAPP_WEB', content)!;
-    (out.instant as { title: string }).title = 'changed';
+    out.instant.title = 'changed';
     expect(content.instant.title).toBe('y');
   });
 

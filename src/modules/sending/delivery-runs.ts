@@ -7,6 +7,7 @@ import type { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel } from './channels.js';
 import type { BatchScope, DeliverOutcome, Executors } from './executors/types.js';
 import { MessagesRepository } from './messages.repository.js';
+import type { SendBody } from './sending.schemas.js';
 import type { AttemptRow, DeliveryRow, MessageRow } from './sending.tables.js';
 
 /** Channels whose providers send status reports after accepting (telephony callbacks). */
@@ -100,7 +101,7 @@ export class DeliveryRuns {
     const attempt = delivery.attempts + 1;
     const started = this.deps.clock.now();
     try {
-      const outcome = await deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}'), body: JSON.parse(message.request) });
+      const outcome = await deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}') as Record<string, unknown>, body: JSON.parse(message.request) as SendBody });
       const at = this.deps.clock.now();
       const row = attemptRow(this.deps.ids.uuid(), delivery.id, attempt, started, at, 'success', null, outcome.result.response ?? null);
       const success = { delivered: outcome.delivered, at: at.toISOString(), providerMessageId: outcome.result.providerMessageId ?? null, extra: outcome.extra ?? null };

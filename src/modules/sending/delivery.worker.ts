@@ -330,7 +330,7 @@ export class DeliveryWorker {
   /** Runs one delivery's job now, as a batch of one (see DeliveryRuns). */
   async runDelivery(deliveryId: string, job: JobContext = { id: '', name: DELIVER_JOB, attempt: 1, maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 }): Promise<void> {
     const [failure] = await this.deliveries.run([{ data: { deliveryId }, job }]);
-    if (failure !== undefined) throw failure;
+    if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
   }
 }
 
