@@ -327,12 +327,17 @@ export class SqliteQueue implements Queue, JobBackend {
     await this.held(job).set({ state: 'done', locked_by: null, locked_until: null, updated_at: this.now() }).execute();
   }
 
-  /** complete() of a batch's jobs in one transaction: one commit instead of one each. */
+  /**
+   * complete() of a batch's jobs in one statement (one commit, one statement instead of one
+   * each): each job only while this worker holds that very run (its id with its attempt).
+   */
   async completeMany(jobs: ClaimedJob[]): Promise<void> {
-    const now = this.now();
-    await this.db.transaction().execute(async (trx) => {
-      for (const job of jobs) await this.held(job, trx).set({ state: 'done', locked_by: null, locked_until: null, updated_at: now }).execute();
-    });
+    if (jobs.length === 0) return;
+    const runs = sql.join(jobs.map((job) => sql`(${job.id}, ${job.token as number})`));
+    await sql`
+      UPDATE queue_jobs SET state = 'done', locked_by = NULL, locked_until = NULL, updated_at = ${this.now()}
+      WHERE id IN (${sql.join(jobs.map((job) => job.id))}) AND state = 'running' AND locked_by = ${this.workerId}
+        AND (id, attempt) IN (VALUES ${runs})`.execute(this.db);
   }
 
   async retry(job: ClaimedJob, delayMs: number, error: string): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Channel } from '../http/schemas.js';
-import { type ComponentResolver, type LiquidRenderer, type RenderContext, TemplateRenderError } from './liquid.js';
+import { type ComponentResolver, DEFAULT_LIMITS, type LiquidRenderer, type RenderContext, type RenderLimits, TemplateRenderError } from './liquid.js';
 
 /** Fields that are never rendered nor sent: the editor's own representation of an email. */
 const NOT_RENDERED = new Set(['internal']);
@@ -52,4 +52,53 @@ async function renderDeep(renderer: LiquidRenderer, value: unknown, context: Ren
     return obj;
   }
   return value;
+}
+
+/**
+ * What renderChannelContent returns for content in which no string has a `{` (so no Liquid
+ * output or tag to run), worked out without a parse: the same strings, `internal` dropped. Null
+ * when some string may be a template, or when the content is past a limit that the render would
+ * report (the caller then renders it the usual way, and gets that error).
+ */
+export function contentWithoutTemplates<T extends object>(channel: Channel, content: T, limits: RenderLimits = DEFAULT_LIMITS): T | null {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(content)) {
+    if (NOT_RENDERED.has(key) || value === undefined) continue;
+    if (channel === 'EMAIL' && key === 'html' && typeof value === 'string') {
+      // Email html is always parsed, so the parse and output limits apply to it even without tags.
+      if (value.includes('{') || value.length > Math.min(limits.parseLimit, limits.maxOutputChars)) return null;
+      out[key] = value;
+      continue;
+    }
+    const copy = copyWithoutTemplates(value, 0);
+    if (copy === NOT_PLAIN) return null;
+    out[key] = copy;
+  }
+  return out as T;
+}
+
+const NOT_PLAIN = Symbol('not plain');
+
+function copyWithoutTemplates(value: unknown, depth: number): unknown {
+  if (depth > MAX_DEPTH) return NOT_PLAIN;
+  if (typeof value === 'string') return value.includes('{') ? NOT_PLAIN : value;
+  if (Array.isArray(value)) {
+    const items: unknown[] = [];
+    for (const item of value) {
+      const copy = copyWithoutTemplates(item, depth + 1);
+      if (copy === NOT_PLAIN) return NOT_PLAIN;
+      items.push(copy);
+    }
+    return items;
+  }
+  if (value !== null && typeof value === 'object') {
+    const obj: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      const copy = copyWithoutTemplates(v, depth + 1);
+      if (copy === NOT_PLAIN) return NOT_PLAIN;
+      obj[k] = copy;
+    }
+    return obj;
+  }
+  return typeof value === 'function' || typeof value === 'symbol' ? NOT_PLAIN : value;
 }

@@ -1,6 +1,7 @@
 import os from 'node:os';
 import { Worker, type WorkerOptions } from 'node:worker_threads';
 import type { Channel } from '../http/schemas.js';
+import { contentWithoutTemplates } from './content.js';
 import { type ComponentResolver, DEFAULT_LIMITS, type RenderContext, TemplateRenderError } from './liquid.js';
 
 /** Pool -> render thread. */
@@ -69,6 +70,11 @@ export class RenderPool {
   /** renderChannelContent on a render thread; rejects with TemplateRenderError when the template fails. */
   render<T extends object>(channel: Channel, content: T, context: RenderContext, options: { resolveComponents?: ComponentResolver } = {}): Promise<T> {
     if (this.closed) return Promise.reject(new Error('render pool is closed'));
+    // Content without a `{` has nothing to run: its result is known without a thread (a round
+    // trip to a render thread costs more than the rest of processing a plain message). Only for
+    // data a thread could have been sent, so what fails on the way to a thread still fails.
+    const plain = isPlainData(context, 0) ? contentWithoutTemplates(channel, content) : null;
+    if (plain) return Promise.resolve(plain);
     return new Promise<T>((resolve, reject) => {
       this.queue.push({
         id: this.nextId++,
@@ -185,4 +191,13 @@ function startWorker(options: WorkerOptions): Worker {
   // Loader hooks of the parent are not inherited by worker threads on Node 20: register tsx in the thread.
   const boot = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(WORKER_URL.href)}); })`;
   return new Worker(boot, { ...options, eval: true });
+}
+
+/** JSON-like data (what render contexts are): no functions or symbols, not nested past 50 levels. */
+function isPlainData(value: unknown, depth: number): boolean {
+  if (typeof value === 'function' || typeof value === 'symbol') return false;
+  if (value === null || typeof value !== 'object') return true;
+  if (depth > 50) return false;
+  const values = Array.isArray(value) ? value : Object.values(value);
+  return values.every((v) => isPlainData(v, depth + 1));
 }

@@ -579,6 +579,30 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
   });
 });
 
+describe('sqlite queue: completing a batch', () => {
+  let env: QueueEnv;
+  beforeEach(async () => {
+    env = await queueEnv('sqlite');
+  });
+  afterEach(async () => {
+    await env.cleanup();
+  });
+
+  it('completes in one statement only the runs this worker still holds', async () => {
+    const q = env.queue();
+    for (let i = 0; i < 3; i++) await q.enqueue(env.storage.db, 't.fence', { i });
+    const backend = q as unknown as JobBackend;
+    const [first, second, third] = await backend.claim('t.fence', 3);
+    if (!first || !second || !third) throw new Error('expected three claimed jobs');
+    // The second job was released and claimed again, here too: a new run, not the one completed.
+    await env.storage.db.executeQuery(CompiledQuery.raw('update queue_jobs set attempt = 2 where id = ?', [second.id]));
+    await backend.completeMany?.([first, second, third]);
+    expect((await env.job(first.id))?.state).toBe('done');
+    expect(await env.job(second.id)).toMatchObject({ state: 'running', attempt: 2 });
+    expect((await env.job(third.id))?.state).toBe('done');
+  });
+});
+
 describe('sqlite queue purge', () => {
   let env: QueueEnv;
   beforeEach(async () => {

@@ -52,6 +52,12 @@ export interface DeliveryFailure {
   extra?: Record<string, unknown>;
 }
 
+/** A provider call and what it does to its delivery, as recordAttempts writes it. */
+export type AttemptOutcome =
+  | { kind: 'sent'; deliveryId: string; attempt: AttemptRow; success: DeliverySuccess }
+  | { kind: 'retry'; deliveryId: string; attempt: AttemptRow; at: string }
+  | { kind: 'failed'; deliveryId: string; attempt: AttemptRow; failure: DeliveryFailure };
+
 /** The delivery columns of a successful provider call made on attempt `attempts`. */
 export function successFields(success: DeliverySuccess, attempts: number): Pick<DeliveryRow, 'status' | 'attempts' | 'sent_at' | 'delivered_at' | 'provider_message_id' | 'extra' | 'updated_at'> {
   return {
@@ -155,22 +161,50 @@ export class LedgerSession {
     await this.repo.insertAttempts(attempts.filter((a) => inserted.has(a.delivery_id)));
   }
 
+  /**
+   * The provider calls of a batch: every attempt in one INSERT, then each delivery's change as
+   * deliverySucceeded, deliveryRetrying or deliveryFailed make it. Returns, per outcome, whether
+   * its delivery changed.
+   */
+  async recordAttempts(outcomes: AttemptOutcome[]): Promise<boolean[]> {
+    await this.repo.insertAttempts(outcomes.map((o) => o.attempt));
+    const changed: boolean[] = [];
+    for (const o of outcomes) {
+      if (o.kind === 'sent') changed.push(await this.succeeded(o.deliveryId, o.attempt, o.success));
+      else if (o.kind === 'retry') changed.push(await this.retrying(o.deliveryId, o.attempt, o.at));
+      else changed.push(await this.failed(o.deliveryId, o.attempt, o.failure));
+    }
+    return changed;
+  }
+
   /** pending -> sent | delivered after a successful provider call (the attempt is recorded too). */
   async deliverySucceeded(deliveryId: string, attempt: AttemptRow, success: DeliverySuccess): Promise<boolean> {
     await this.repo.insertAttempts([attempt]);
-    const fields = successFields(success, attempt.attempt);
-    return this.changeDelivery(deliveryId, 'pending', fields.status, fields, success.at, null);
+    return this.succeeded(deliveryId, attempt, success);
   }
 
   /** A failed attempt that will be retried: the delivery stays pending (no transition, no event). */
   async deliveryRetrying(deliveryId: string, attempt: AttemptRow, at: string): Promise<boolean> {
     await this.repo.insertAttempts([attempt]);
-    return (await this.repo.updateDeliveryFrom(deliveryId, 'pending', { attempts: attempt.attempt, updated_at: at })) !== undefined;
+    return this.retrying(deliveryId, attempt, at);
   }
 
   /** pending -> failed: the last attempt failed (recorded with it), or the job was given up (no attempt). */
   async deliveryFailed(deliveryId: string, attempt: AttemptRow | null, failure: DeliveryFailure): Promise<boolean> {
     if (attempt) await this.repo.insertAttempts([attempt]);
+    return this.failed(deliveryId, attempt, failure);
+  }
+
+  private succeeded(deliveryId: string, attempt: AttemptRow, success: DeliverySuccess): Promise<boolean> {
+    const fields = successFields(success, attempt.attempt);
+    return this.changeDelivery(deliveryId, 'pending', fields.status, fields, success.at, null);
+  }
+
+  private async retrying(deliveryId: string, attempt: AttemptRow, at: string): Promise<boolean> {
+    return (await this.repo.updateDeliveryFrom(deliveryId, 'pending', { attempts: attempt.attempt, updated_at: at })) !== undefined;
+  }
+
+  private failed(deliveryId: string, attempt: AttemptRow | null, failure: DeliveryFailure): Promise<boolean> {
     const patch: Updateable<DeliveriesTable> = {
       status: 'failed',
       failed_at: failure.at,

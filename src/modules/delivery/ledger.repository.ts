@@ -80,8 +80,9 @@ export class LedgerRepository {
   }
 
   async insertAttempts(rows: AttemptRow[]): Promise<void> {
-    if (rows.length === 0) return;
-    await this.db.insertInto('delivery_attempts').values(rows).execute();
+    for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+      await this.db.insertInto('delivery_attempts').values(rows.slice(i, i + INSERT_CHUNK)).execute();
+    }
   }
 
   /** Changes a delivery that is in status `from`; returns it when changed. */

@@ -30,7 +30,7 @@ import type { DeliveryRow } from '../sending/sending.tables.js';
 import { LedgerRepository } from './ledger.repository.js';
 import { type DeliveryFailure, LedgerSession, type MessageFailure } from './ledger-session.js';
 
-export { LedgerSession, successFields, type DeliveryFailure, type DeliverySuccess, type MessageFailure } from './ledger-session.js';
+export { LedgerSession, successFields, type AttemptOutcome, type DeliveryFailure, type DeliverySuccess, type MessageFailure } from './ledger-session.js';
 
 export interface LedgerDeps {
   db: Kysely<CoreTables>;

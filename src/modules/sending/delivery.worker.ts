@@ -1,8 +1,6 @@
 import { sql } from 'kysely';
 import type { Deps } from '../../deps.js';
-import { DeliveryError } from '../../channels/types.js';
-import { backoffDelay } from '../../queue/runner.js';
-import { type JobContext, PermanentJobError, type Queue, RetryJobError } from '../../queue/port.js';
+import { type JobContext, PermanentJobError, type Queue } from '../../queue/port.js';
 import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.js';
 import { RenderPool } from '../../rendering/render-pool.js';
 import type { Channel } from '../../http/schemas.js';
@@ -10,6 +8,7 @@ import { type LedgerSession, successFields } from '../delivery/ledger.js';
 import { TemplatesService } from '../templates/templates.service.js';
 import { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
+import { DeliveryRuns, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
 import { INGEST_SENDS_JOB } from './messages.journal.js';
 import { MessagesRepository } from './messages.repository.js';
@@ -20,10 +19,7 @@ import { PROCESS_MESSAGE_JOB, normalizeSend } from './sending.service.js';
 import type { AttemptRow, DeliveryRow, MessageRow } from './sending.tables.js';
 
 export const DELIVER_JOB = 'delivery.run';
-/** Channels whose providers send status reports after accepting (telephony callbacks). */
-const ASYNC_REPORTS = new Set(['sms', 'call']);
-/** Provider calls per delivery before a transient failure becomes final. */
-export const MAX_DELIVERY_ATTEMPTS = 6;
+export { MAX_DELIVERY_ATTEMPTS };
 /** failed_code of a message whose processing failed for good. */
 export const PROCESSING_FAILED = 'PROCESSING_FAILED';
 
@@ -35,6 +31,7 @@ export const PROCESSING_FAILED = 'PROCESSING_FAILED';
 export class DeliveryWorker {
   private readonly users: UsersService;
   private readonly templates: TemplatesService;
+  private readonly deliveries: DeliveryRuns;
 
   constructor(
     private readonly deps: Deps,
@@ -47,6 +44,7 @@ export class DeliveryWorker {
   ) {
     this.users = new UsersService(deps);
     this.templates = new TemplatesService(deps);
+    this.deliveries = new DeliveryRuns(deps, executors, this.users, retryBaseMs);
   }
 
   /** Stops the render threads (after the queue stopped). */
@@ -63,8 +61,11 @@ export class DeliveryWorker {
       batchSize: 16,
       onFailed: (data, _job, error) => this.failMessages([(data as { trackingId: string }).trackingId], error),
     });
-    this.queue.work<{ deliveryId: string }>(DELIVER_JOB, (data) => this.runDelivery(data.deliveryId), {
-      concurrency: options.concurrency ?? 8,
+    // Deliveries too: one claim, read and ledger transaction per batch, the provider calls of a
+    // batch at once (DeliveryRuns). Two batches at a time, so one sends while the other records.
+    this.queue.workBatch<{ deliveryId: string }>(DELIVER_JOB, (items) => this.deliveries.run(items), {
+      concurrency: options.concurrency ?? 2,
+      batchSize: 16,
       onFailed: (data, _job, error) => this.failDelivery((data as { deliveryId: string }).deliveryId, error),
     });
     this.queue.work<{ seq: number }>(INGEST_SENDS_JOB, (data, job) => this.ingestSends(data.seq, job), {
@@ -326,56 +327,10 @@ export class DeliveryWorker {
     return afterCommit;
   }
 
-  async runDelivery(deliveryId: string): Promise<void> {
-    const repo = new MessagesRepository(this.deps.db);
-    const delivery = await repo.findDelivery(deliveryId);
-    if (!delivery || delivery.status !== 'pending') return;
-    const message = await repo.findMessageForWork(delivery.tracking_id);
-    const channel = channelOf(delivery.channel);
-    const executor = this.executors[channel];
-    if (!message || !executor) return;
-
-    const attempt = delivery.attempts + 1;
-    const started = this.deps.clock.now();
-    const elapsed = () => Math.max(0, this.deps.clock.now().getTime() - started.getTime());
-    try {
-      const outcome = await executor.deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}'), body: JSON.parse(message.request) });
-      const at = this.deps.clock.now();
-      await this.deps.ledger.transaction((tx) =>
-        tx.deliverySucceeded(deliveryId, successAttempt(this.deps.ids.uuid(), deliveryId, attempt, started, at, outcome), succeeded(outcome, at.toISOString())),
-      );
-      // A provider's status report may have come in while the call was being committed
-      // (only channels whose providers report back asynchronously).
-      if (outcome.result.providerMessageId && ASYNC_REPORTS.has(delivery.channel)) {
-        await this.deps.ledger.applyProviderReports(delivery.channel, outcome.result.providerMessageId);
-      }
-    } catch (err) {
-      const failure = err instanceof DeliveryError ? err : new DeliveryError('INTERNAL', errorText(err), { retryable: true });
-      const at = this.deps.clock.now().toISOString();
-      const retry = failure.retryable && attempt < MAX_DELIVERY_ATTEMPTS;
-      const attemptRow: AttemptRow = {
-        id: this.deps.ids.uuid(),
-        delivery_id: deliveryId,
-        attempt,
-        started_at: started.toISOString(),
-        duration_ms: elapsed(),
-        outcome: retry ? 'retry' : 'failed',
-        provider_code: failure.options.providerCode ?? failure.code,
-        detail: failure.message.slice(0, 1000),
-      };
-      await this.deps.ledger.transaction((tx) =>
-        retry
-          ? tx.deliveryRetrying(deliveryId, attemptRow, at)
-          : tx.deliveryFailed(deliveryId, attemptRow, { at, code: failure.code, reason: failure.message, extra: failureFields(delivery.channel, failure) }),
-      );
-      if (retry) throw new RetryJobError(failure.message, failure.options.retryAfterMs ?? backoffDelay(attempt, { baseMs: this.retryBaseMs }));
-      if (failure.options.recipientInvalid && channel === 'EMAIL') {
-        await this.users.setSuppression(message.account_id, message.env_id, message.user_id, 'EMAIL', {
-          reason: 'Bounce',
-          details: { recipient: failure.options.recipient ?? message.user_email, diagnosticCode: failure.options.providerCode ?? failure.code, trackingId: message.tracking_id, at },
-        });
-      }
-    }
+  /** Runs one delivery's job now, as a batch of one (see DeliveryRuns). */
+  async runDelivery(deliveryId: string, job: JobContext = { id: '', name: DELIVER_JOB, attempt: 1, maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 }): Promise<void> {
+    const [failure] = await this.deliveries.run([{ data: { deliveryId }, job }]);
+    if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
   }
 }
 
@@ -413,19 +368,6 @@ function inlineOf(body: SendBody, channel: SendChannel): Record<string, unknown>
   const key = SEND_CHANNELS.find((c) => c.channel === channel)!.body;
   const value = (body as Record<string, unknown>)[key];
   return value && typeof value === 'object' ? { ...(value as Record<string, unknown>) } : null;
-}
-
-function failureFields(channel: string, failure: DeliveryError): Record<string, unknown> {
-  const { recipient, providerCode } = failure.options;
-  switch (channel) {
-    case 'email':
-      return { ...(recipient ? { email_failed_recipient: recipient } : {}), ...(providerCode ? { email_failed_diagnostic_code: providerCode } : {}) };
-    case 'mobile_push':
-    case 'web_push':
-      return recipient ? { [`${channel}_failed_token`]: recipient } : {};
-    default:
-      return {};
-  }
 }
 
 /** No run will follow: the error says so, or this was the job's last attempt. */

@@ -101,6 +101,18 @@ export class MessagesRepository {
     return this.db.selectFrom('deliveries').selectAll().where('id', '=', deliveryId).executeTakeFirst();
   }
 
+  /** Worker-side read of a batch's deliveries (delivery jobs carry the delivery id). */
+  findDeliveries(deliveryIds: string[]): Promise<DeliveryRow[]> {
+    if (deliveryIds.length === 0) return Promise.resolve([]);
+    return this.db.selectFrom('deliveries').selectAll().where('id', 'in', deliveryIds).execute();
+  }
+
+  /** Worker-side read of a batch's messages. */
+  findMessagesForWork(trackingIds: string[]): Promise<MessageRow[]> {
+    if (trackingIds.length === 0) return Promise.resolve([]);
+    return this.db.selectFrom('messages').selectAll().where('tracking_id', 'in', trackingIds).execute();
+  }
+
   /** The delivery a provider message id belongs to (inbound replies, callbacks). */
   findDeliveryByProviderId(channel: string, providerMessageId: string): Promise<DeliveryRow | undefined> {
     return this.db.selectFrom('deliveries').selectAll().where('channel', '=', channel).where('provider_message_id', '=', providerMessageId).executeTakeFirst();

@@ -7,9 +7,11 @@ export function emailExecutor(config: Config, providers: EmailProviders): Channe
   return {
     fromInline: (body) => (body.email ? { ...body.email } : null),
     preview: (c) => str(c.subject) ?? '',
-    async deliver({ delivery, message, content, body }) {
+    async deliver({ delivery, message, content, body }, scope) {
       const options = body.options?.email ?? {};
-      const provider = await providers.forEnvironment(message.account_id, message.env_id);
+      // The route is read per batch (a settings change applies to the next batch), not per mail.
+      const route = () => providers.forEnvironment(message.account_id, message.env_id);
+      const provider = await (scope ? scope.once(`email-provider ${message.account_id} ${message.env_id}`, route) : route());
       const to = message.user_email;
       if (!to) throw new DeliveryError('NO_EMAIL', 'the user has no email address', { retryable: false });
       const attachments = (options.attachments ?? []).map(

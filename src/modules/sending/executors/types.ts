@@ -22,11 +22,20 @@ export interface DeliverOutcome {
   extra?: Record<string, unknown>;
 }
 
+/**
+ * Lookups shared by the deliveries of one batch of jobs (an environment's email provider, say):
+ * `once` loads a key the first time the batch asks and answers the same promise after that.
+ */
+export interface BatchScope {
+  once<T>(key: string, load: () => Promise<T>): Promise<T>;
+}
+
 export interface ChannelExecutor {
   /** Maps inline content of the send body to the channel's template-shaped content. */
   fromInline(body: SendBody): Record<string, unknown> | null;
   preview(content: Record<string, unknown>): string;
-  deliver(input: DeliverInput): Promise<DeliverOutcome>;
+  /** `scope`: the batch this delivery is run in, when it is run in one. */
+  deliver(input: DeliverInput, scope?: BatchScope): Promise<DeliverOutcome>;
   /**
    * For channels whose delivery is a write to this same database (in-app): delivers inside the
    * message's processing transaction instead of in a job of its own, so such a message costs one

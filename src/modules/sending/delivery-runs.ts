@@ -1,0 +1,225 @@
+import type { Deps } from '../../deps.js';
+import { DeliveryError } from '../../channels/types.js';
+import { backoffDelay } from '../../queue/runner.js';
+import { type JobContext, RetryJobError } from '../../queue/port.js';
+import type { AttemptOutcome } from '../delivery/ledger.js';
+import type { UsersService } from '../users/users.service.js';
+import { SEND_CHANNELS, type SendChannel } from './channels.js';
+import type { BatchScope, DeliverOutcome, Executors } from './executors/types.js';
+import { MessagesRepository } from './messages.repository.js';
+import type { SendBody } from './sending.schemas.js';
+import type { AttemptRow, DeliveryRow, MessageRow } from './sending.tables.js';
+
+/** Channels whose providers send status reports after accepting (telephony callbacks). */
+const ASYNC_REPORTS = new Set(['sms', 'call']);
+/** Provider calls per delivery before a transient failure becomes final. */
+export const MAX_DELIVERY_ATTEMPTS = 6;
+
+/** One claimed `delivery.run` job. */
+export interface DeliveryJob {
+  data: { deliveryId: string };
+  job: JobContext;
+}
+
+/** A provider call of this batch and how it ended. */
+interface Call {
+  index: number;
+  delivery: DeliveryRow;
+  message: MessageRow;
+  channel: SendChannel;
+  record: AttemptOutcome;
+  outcome?: DeliverOutcome;
+  failure?: DeliveryError;
+}
+
+/**
+ * Runs `delivery.run` jobs a batch at a time: one read of the batch's deliveries and one of their
+ * messages, the provider calls all at once (a provider's pool bounds what is really on the wire),
+ * then every attempt and transition of the batch in one ledger transaction. Per job the outcome is
+ * what a job of its own would have had: a retryable failure retries that job alone with its own
+ * backoff, a permanent one fails that delivery alone.
+ *
+ * Crash safety is the single job's: nothing is recorded until the calls are made, so a worker
+ * killed mid-batch leaves its deliveries pending, and their jobs redo the calls after the lock
+ * expires, with the same Message-ID (the id is the delivery's). What may arrive twice is what was
+ * in flight or not yet committed at the kill: at most the batches being run.
+ */
+export class DeliveryRuns {
+  constructor(
+    private readonly deps: Deps,
+    private readonly executors: Executors,
+    private readonly users: UsersService,
+    /** Base of the exponential backoff between provider attempts (jittered, capped at an hour). */
+    private readonly retryBaseMs: number,
+  ) {}
+
+  /** Handles a batch of jobs; returns, per job in order, undefined (done) or the error it ends with. */
+  async run(items: DeliveryJob[]): Promise<unknown[]> {
+    const results: unknown[] = items.map(() => undefined);
+    const calls = await this.callProviders(items);
+    if (calls.length === 0) return results;
+
+    const unrecorded = await this.record(calls);
+    for (const [index, err] of unrecorded) results[index] = err;
+    const recorded = calls.filter((c) => !unrecorded.has(c.index));
+
+    for (const call of recorded) {
+      if (call.record.kind === 'retry') {
+        const failure = call.failure!;
+        results[call.index] = new RetryJobError(failure.message, failure.options.retryAfterMs ?? backoffDelay(call.record.attempt.attempt, { baseMs: this.retryBaseMs }));
+      }
+    }
+    for (const [index, err] of await this.afterRecorded(recorded)) results[index] ??= err;
+    return results;
+  }
+
+  /** Reads the batch's pending deliveries and calls their providers, all at once. */
+  private async callProviders(items: DeliveryJob[]): Promise<Call[]> {
+    const repo = new MessagesRepository(this.deps.db);
+    const deliveries = new Map((await repo.findDeliveries(items.map((i) => i.data.deliveryId))).map((d) => [d.id, d]));
+    const pending = [...deliveries.values()].filter((d) => d.status === 'pending');
+    if (pending.length === 0) return [];
+    const messages = new Map((await repo.findMessagesForWork([...new Set(pending.map((d) => d.tracking_id))])).map((m) => [m.tracking_id, m]));
+    const scope = batchScope();
+    const seen = new Set<string>();
+    const calls: Promise<Call | null>[] = items.map(async ({ data }, index) => {
+      const delivery = deliveries.get(data.deliveryId);
+      const message = delivery && messages.get(delivery.tracking_id);
+      // Gone, or settled by an earlier run of this job (a re-run after a crash): nothing to do.
+      if (!delivery || delivery.status !== 'pending' || !message || seen.has(delivery.id)) return null;
+      seen.add(delivery.id);
+      const channel = channelOf(delivery.channel);
+      const executor = this.executors[channel];
+      if (!executor) return null;
+      return this.call(index, delivery, message, channel, (input) => executor.deliver(input, scope));
+    });
+    return (await Promise.all(calls)).filter((c): c is Call => c !== null);
+  }
+
+  /** One provider call, and the attempt and transition it makes. */
+  private async call(index: number, delivery: DeliveryRow, message: MessageRow, channel: SendChannel, deliver: (input: Parameters<NonNullable<Executors[SendChannel]>['deliver']>[0]) => Promise<DeliverOutcome>): Promise<Call> {
+    const attempt = delivery.attempts + 1;
+    const started = this.deps.clock.now();
+    try {
+      const outcome = await deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}') as Record<string, unknown>, body: JSON.parse(message.request) as SendBody });
+      const at = this.deps.clock.now();
+      const row = attemptRow(this.deps.ids.uuid(), delivery.id, attempt, started, at, 'success', null, outcome.result.response ?? null);
+      const success = { delivered: outcome.delivered, at: at.toISOString(), providerMessageId: outcome.result.providerMessageId ?? null, extra: outcome.extra ?? null };
+      return { index, delivery, message, channel, outcome, record: { kind: 'sent', deliveryId: delivery.id, attempt: row, success } };
+    } catch (err) {
+      const failure = err instanceof DeliveryError ? err : new DeliveryError('INTERNAL', errorText(err), { retryable: true });
+      const at = this.deps.clock.now();
+      const retry = failure.retryable && attempt < MAX_DELIVERY_ATTEMPTS;
+      const row = attemptRow(this.deps.ids.uuid(), delivery.id, attempt, started, at, retry ? 'retry' : 'failed', failure.options.providerCode ?? failure.code, failure.message);
+      const iso = at.toISOString();
+      const record: AttemptOutcome = retry
+        ? { kind: 'retry', deliveryId: delivery.id, attempt: row, at: iso }
+        : { kind: 'failed', deliveryId: delivery.id, attempt: row, failure: { at: iso, code: failure.code, reason: failure.message, extra: failureFields(delivery.channel, failure) } };
+      return { index, delivery, message, channel, failure, record };
+    }
+  }
+
+  /**
+   * Records every call of the batch in one ledger transaction. Should that fail, each call is
+   * recorded in a transaction of its own, so one row that cannot be written does not send the
+   * others again; returns the jobs whose calls could not be recorded (they run again).
+   */
+  private async record(calls: Call[]): Promise<Map<number, unknown>> {
+    const unrecorded = new Map<number, unknown>();
+    try {
+      await this.deps.ledger.transaction((tx) => tx.recordAttempts(calls.map((c) => c.record)));
+      return unrecorded;
+    } catch (err) {
+      this.deps.logger.warn({ err, deliveries: calls.length }, 'recording a batch of deliveries failed; recording them one by one');
+    }
+    for (const call of calls) {
+      try {
+        await this.deps.ledger.transaction((tx) => tx.recordAttempts([call.record]));
+      } catch (err) {
+        unrecorded.set(call.index, err);
+      }
+    }
+    return unrecorded;
+  }
+
+  /**
+   * What follows a recorded call: provider reports that came in before the provider id was
+   * committed, and the bounce suppression of an address the server refused for good. Returns
+   * the jobs whose step failed (they run again and find their delivery settled).
+   */
+  private async afterRecorded(calls: Call[]): Promise<Map<number, unknown>> {
+    const failed = new Map<number, unknown>();
+    const reported = calls.filter((c) => c.record.kind === 'sent' && c.outcome?.result.providerMessageId && ASYNC_REPORTS.has(c.delivery.channel));
+    if (reported.length > 0) {
+      const now = this.deps.clock.now().toISOString();
+      try {
+        await this.deps.ledger.transaction(async (tx) => {
+          for (const c of reported) await tx.applyProviderReports(c.delivery.channel, c.outcome!.result.providerMessageId!, now);
+        });
+      } catch (err) {
+        for (const c of reported) failed.set(c.index, err);
+      }
+    }
+    for (const c of calls) {
+      const failure = c.failure;
+      if (c.record.kind !== 'failed' || !failure?.options.recipientInvalid || c.channel !== 'EMAIL') continue;
+      const { message } = c;
+      try {
+        await this.users.setSuppression(message.account_id, message.env_id, message.user_id, 'EMAIL', {
+          reason: 'Bounce',
+          details: { recipient: failure.options.recipient ?? message.user_email, diagnosticCode: failure.options.providerCode ?? failure.code, trackingId: message.tracking_id, at: c.record.failure.at },
+        });
+      } catch (err) {
+        failed.set(c.index, err);
+      }
+    }
+    return failed;
+  }
+}
+
+/** Memoises lookups shared by the calls of one batch (an environment's email provider, say). */
+function batchScope(): BatchScope {
+  const loads = new Map<string, Promise<unknown>>();
+  return {
+    once<T>(key: string, load: () => Promise<T>): Promise<T> {
+      let loaded = loads.get(key) as Promise<T> | undefined;
+      if (!loaded) {
+        loaded = load();
+        loads.set(key, loaded);
+      }
+      return loaded;
+    },
+  };
+}
+
+const channelOf = (log: string) => SEND_CHANNELS.find((c) => c.log === log)!.channel;
+
+function attemptRow(id: string, deliveryId: string, attempt: number, started: Date, at: Date, outcome: AttemptRow['outcome'], providerCode: string | null, detail: string | null): AttemptRow {
+  return {
+    id,
+    delivery_id: deliveryId,
+    attempt,
+    started_at: started.toISOString(),
+    duration_ms: Math.max(0, at.getTime() - started.getTime()),
+    outcome,
+    provider_code: providerCode,
+    detail: detail?.slice(0, 1000) ?? null,
+  };
+}
+
+function failureFields(channel: string, failure: DeliveryError): Record<string, unknown> {
+  const { recipient, providerCode } = failure.options;
+  switch (channel) {
+    case 'email':
+      return { ...(recipient ? { email_failed_recipient: recipient } : {}), ...(providerCode ? { email_failed_diagnostic_code: providerCode } : {}) };
+    case 'mobile_push':
+    case 'web_push':
+      return recipient ? { [`${channel}_failed_token`]: recipient } : {};
+    default:
+      return {};
+  }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
