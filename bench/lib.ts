@@ -30,16 +30,16 @@ export function start(entry: string, args: string[], env: NodeJS.ProcessEnv, rea
   return new Promise((resolve, reject) => {
     let out = '';
     let err = '';
-    child.stdout!.on('data', (d) => {
+    child.stdout.on('data', (d) => {
       out += d;
       if (ready.test(out)) {
         // Past the banner, the log lines are drained unread, as a log collector on stdout would.
-        child.stdout!.removeAllListeners('data');
-        child.stdout!.resume();
+        child.stdout.removeAllListeners('data');
+        child.stdout.resume();
         resolve({ child, out });
       }
     });
-    child.stderr!.on('data', (d) => (err += d));
+    child.stderr.on('data', (d) => (err += d));
     child.on('exit', (code) => reject(new Error(`${entry} exited ${code}: ${err}`)));
   });
 }
@@ -200,10 +200,10 @@ export async function serveClarion(env: NodeJS.ProcessEnv, root = ROOT, nodeArgs
   let err = '';
   const collect = (d: Buffer) => {
     // Only the banner is read; past a few KB the log lines are drained unread, as a log collector would.
-    if (out.length < 16_384) out += d;
+    if (out.length < 16_384) out += d.toString();
   };
-  child.stdout!.on('data', collect);
-  child.stderr!.on('data', (d) => (err += d));
+  child.stdout.on('data', collect);
+  child.stderr.on('data', (d) => (err += d));
   const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`clarion serve exited ${code}: ${err}`))));
   const base = `http://127.0.0.1:${port}`;
   await Promise.race([waitForStatus(base, 120_000), exited]);
@@ -227,8 +227,8 @@ export async function runClarion(args: string[], env: NodeJS.ProcessEnv, root = 
   });
   let out = '';
   let err = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (err += d));
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
   if (code !== 0) throw new Error(`clarion ${args.join(' ')} exited ${code}: ${err}`);
   return out;

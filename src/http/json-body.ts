@@ -37,7 +37,7 @@ export function parseJsonBody(text: string): unknown {
     if (err instanceof SyntaxError && /prototype/i.test(err.message)) {
       throw new AppError('INVALID_JSON', 'The JSON body has a "__proto__" or "constructor.prototype" key, which this API refuses.', 'Rename the key.');
     }
-    throw new SyntaxError('invalid JSON body');
+    throw new SyntaxError('invalid JSON body', { cause: err });
   }
   // Raw control characters are invalid JSON, so a NUL or a surrogate can only come from an escape:
   // the common body has neither and pays for one indexOf and one regex test.
@@ -109,6 +109,7 @@ function findBadString(root: unknown, nul: boolean): BadString | undefined {
       value.forEach((item, i) => stack.push([item, `${path}[${i}]`]));
     } else if (value !== null && typeof value === 'object') {
       for (const [key, item] of Object.entries(value)) {
+        // eslint-disable-next-line no-control-regex -- NUL is exactly what this masks in the path it reports
         const child = `${path}.${key.replace(/[\u0000\ud800-\udfff]/g, '?')}`;
         const bad = check(key, `${child} (a key)`);
         if (bad) return bad;

@@ -1,9 +1,9 @@
-import { CompiledQuery, type Kysely } from 'kysely';
+import { CompiledQuery } from 'kysely';
 import pg from 'pg';
 import PgBoss from 'pg-boss';
 import { uuidv7 } from 'uuidv7';
 import type { Ids } from '../clock.js';
-import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type WorkOptions, keyedJobId } from './port.js';
+import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type WorkOptions, keyedJobId, type JobDb } from './port.js';
 import { type ClaimedJob, type JobBackend, JobRunner } from './runner.js';
 import { type CommonQueueOptions, resolveMaxAttempts } from './sqlite-queue.js';
 
@@ -25,11 +25,11 @@ export interface PgBossQueueOptions extends CommonQueueOptions {
 }
 
 /** Runs pg-boss's SQL on a Kysely (the pool, or the caller's transaction connection). */
-function executor(db: Kysely<any>): PgBoss.Db {
+function executor(db: JobDb): PgBoss.Db {
   return {
     async executeSql(text: string, values?: unknown[]) {
       const result = await db.executeQuery(CompiledQuery.raw(text, values ?? []));
-      return { rows: result.rows as any[] };
+      return { rows: result.rows };
     },
   };
 }
@@ -68,7 +68,7 @@ export class PgBossQueue implements Queue, JobBackend {
   private readonly schema: string;
   private readonly channel: string;
   /** Job names already NOTIFYed in a transaction (keyed by the transaction). */
-  private readonly notifiedIn = new WeakMap<Kysely<any>, Set<string>>();
+  private readonly notifiedIn = new WeakMap<JobDb, Set<string>>();
   private readonly queues = new Map<string, Promise<void>>();
   private starting: Promise<void> | null = null;
   private createChain: Promise<void> = Promise.resolve();
@@ -76,7 +76,7 @@ export class PgBossQueue implements Queue, JobBackend {
   private stopped = false;
 
   constructor(
-    private readonly db: Kysely<any>,
+    private readonly db: JobDb,
     private readonly options: PgBossQueueOptions = {},
   ) {
     this.ids = options.ids ?? uuidIds;
@@ -142,12 +142,12 @@ export class PgBossQueue implements Queue, JobBackend {
     return created;
   }
 
-  private async exec<R = Record<string, unknown>>(db: Kysely<any>, text: string, values: unknown[]): Promise<R[]> {
+  private async exec<R = Record<string, unknown>>(db: JobDb, text: string, values: unknown[]): Promise<R[]> {
     const result = await db.executeQuery(CompiledQuery.raw(text, values));
     return result.rows as R[];
   }
 
-  async enqueue<T>(tx: Kysely<any>, name: string, data: T, options: EnqueueOptions = {}): Promise<string> {
+  async enqueue<T>(tx: JobDb, name: string, data: T, options: EnqueueOptions = {}): Promise<string> {
     const maxAttempts = resolveMaxAttempts(options.maxAttempts, this.options.maxAttempts ?? 10);
     await this.ensureQueue(name);
     const uuid = options.key === undefined ? this.ids.uuid() : keyedJobId(name, options.key);
@@ -183,7 +183,7 @@ export class PgBossQueue implements Queue, JobBackend {
    * One pg-boss insert (a single statement for the whole list) and one NOTIFY per name, instead
    * of a round trip per job: a batch of accepted sends enqueues its jobs together.
    */
-  async enqueueMany(tx: Kysely<any>, jobs: JobToEnqueue[]): Promise<string[]> {
+  async enqueueMany(tx: JobDb, jobs: JobToEnqueue[]): Promise<string[]> {
     if (jobs.length === 0) return [];
     for (const name of new Set(jobs.map((j) => j.name))) await this.ensureQueue(name);
     const rows = jobs.map(({ name, data, options = {} }) => {
@@ -214,7 +214,7 @@ export class PgBossQueue implements Queue, JobBackend {
     return rows.map((r) => `${r.name}:${r.id}`);
   }
 
-  async cancel(tx: Kysely<any>, jobId: string): Promise<boolean> {
+  async cancel(tx: JobDb, jobId: string): Promise<boolean> {
     const ref = parseId(jobId);
     if (!ref) return false;
     await this.ready();
@@ -228,7 +228,7 @@ export class PgBossQueue implements Queue, JobBackend {
   }
 
   /** Same job id: start_after (and data) change in place; the retention window moves along. */
-  async reschedule<T>(tx: Kysely<any>, jobId: string, runAt: Date, data?: T): Promise<boolean> {
+  async reschedule<T>(tx: JobDb, jobId: string, runAt: Date, data?: T): Promise<boolean> {
     const ref = parseId(jobId);
     if (!ref) return false;
     await this.ready();
@@ -323,7 +323,7 @@ export class PgBossQueue implements Queue, JobBackend {
   }
 
   /** Runs a statement on the job only while it is still active under this very claim. */
-  private async fenced(job: ClaimedJob, set: string, extra: unknown[] = [], db: Kysely<any> = this.db): Promise<void> {
+  private async fenced(job: ClaimedJob, set: string, extra: unknown[] = [], db: JobDb = this.db): Promise<void> {
     const ref = parseId(job.id)!;
     await this.exec(
       db,

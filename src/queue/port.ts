@@ -52,7 +52,7 @@ export interface WorkOptions {
    * lost on the last attempt), before the queue records it failed, so the records the job works
    * on can say so. At-least-once like handlers: must be idempotent. Its own errors are logged.
    */
-  onFailed?(data: unknown, job: JobContext, error: string): Promise<void>;
+  onFailed?: (data: unknown, job: JobContext, error: string) => Promise<void>;
 }
 
 export interface BatchWorkOptions extends WorkOptions {
@@ -67,18 +67,26 @@ export interface JobToEnqueue {
   options?: EnqueueOptions;
 }
 
+/**
+ * The database (or transaction) a job is written with. The queue keeps its own tables on
+ * whichever connection the caller holds, whatever that caller's table types are, so this is the
+ * one place the queue accepts any Kysely.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- any caller's Kysely, see above
+export type JobDb = Kysely<any>;
+
 export interface Queue {
   /** Inserts the job with the transaction (or plain db) given; returns its id. */
-  enqueue<T>(tx: Kysely<any>, name: string, data: T, options?: EnqueueOptions): Promise<string>;
+  enqueue<T>(tx: JobDb, name: string, data: T, options?: EnqueueOptions): Promise<string>;
   /**
    * enqueue() for many jobs at once (a batch of accepted sends), in as few statements as the
    * engine allows; returns their ids in order.
    */
-  enqueueMany(tx: Kysely<any>, jobs: JobToEnqueue[]): Promise<string[]>;
+  enqueueMany(tx: JobDb, jobs: JobToEnqueue[]): Promise<string[]>;
   /** Cancels a job that has not started; false when it is running, finished or unknown. */
-  cancel(tx: Kysely<any>, jobId: string): Promise<boolean>;
+  cancel(tx: JobDb, jobId: string): Promise<boolean>;
   /** Moves a job that has not started to another time and/or payload; false when it already ran. */
-  reschedule<T>(tx: Kysely<any>, jobId: string, runAt: Date, data?: T): Promise<boolean>;
+  reschedule<T>(tx: JobDb, jobId: string, runAt: Date, data?: T): Promise<boolean>;
   /** Registers the handler of a job name; call before start(). */
   work<T>(name: string, handler: JobHandler<T>, options?: WorkOptions): void;
   /** Like work(), with jobs claimed, handled and completed in batches. */
@@ -89,6 +97,12 @@ export interface Queue {
 }
 
 /** Thrown by a handler: do not retry this job. */
+/** A handler's failure as an Error (failures are Errors; anything else thrown is wrapped). */
+export function asError(failure: unknown): Error {
+  if (failure instanceof Error) return failure;
+  return new Error(typeof failure === 'string' ? failure : JSON.stringify(failure) ?? 'undefined');
+}
+
 export class PermanentJobError extends Error {
   override name = 'PermanentJobError';
 }

@@ -1,5 +1,5 @@
 import { BusyGate } from './busy-gate.js';
-import { type BatchJobHandler, type BatchWorkOptions, type JobContext, type JobHandler, PermanentJobError, RetryJobError, type WorkOptions } from './port.js';
+import { asError, type BatchJobHandler, type BatchWorkOptions, type JobContext, type JobHandler, PermanentJobError, RetryJobError, type WorkOptions } from './port.js';
 
 /** A job this process holds the lock of. `token` fences writes: a stale holder changes nothing. */
 export interface ClaimedJob {
@@ -91,10 +91,10 @@ export function errorMessage(err: unknown): string {
 }
 
 interface Registration {
-  handler: JobHandler<any>;
+  handler: JobHandler<unknown>;
   onFailed?: WorkOptions['onFailed'];
   /** Set for workBatch(): jobs are claimed and handled up to batchSize at a time. */
-  batch?: { handler: BatchJobHandler<any>; size: number };
+  batch?: { handler: BatchJobHandler<unknown>; size: number };
   concurrency: number;
   /** Runs (jobs, or batches) in progress. */
   running: number;
@@ -143,7 +143,7 @@ export class JobRunner {
     if (this.state === 'started' || this.state === 'stopping') throw new Error(`queue: work('${name}') must be called before start()`);
     if (this.state === 'idle' && this.handlers.has(name)) throw new Error(`queue: a handler for '${name}' is already registered`);
     const concurrency = Math.max(1, Math.floor(options.concurrency ?? 1));
-    this.handlers.set(name, { handler: handler as JobHandler<any>, onFailed: options.onFailed, concurrency, running: 0 });
+    this.handlers.set(name, { handler: handler as JobHandler<unknown>, onFailed: options.onFailed, concurrency, running: 0 });
   }
 
   /** register() for a batch handler (see BatchJobHandler). */
@@ -154,11 +154,11 @@ export class JobRunner {
       name,
       async (data, job) => {
         const [failure] = await handler([{ data, job }]);
-        if (failure !== undefined) throw failure;
+        if (failure !== undefined) throw asError(failure);
       },
       options,
     );
-    this.handlers.get(name)!.batch = { handler: handler as BatchJobHandler<any>, size };
+    this.handlers.get(name)!.batch = { handler: handler as BatchJobHandler<unknown>, size };
   }
 
   get names(): string[] {

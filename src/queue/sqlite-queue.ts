@@ -5,7 +5,7 @@ import { type Kysely, sql } from 'kysely';
 import { uuidv7 } from 'uuidv7';
 import { type Clock, type Ids, systemClock } from '../clock.js';
 import { heldSqlite } from '../storage/db.js';
-import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type WorkOptions, keyedJobId } from './port.js';
+import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type WorkOptions, keyedJobId, type JobDb } from './port.js';
 import { type BackoffOptions, type ClaimedJob, type GraceTimer, type JobBackend, JobRunner, type QueueLogger } from './runner.js';
 
 /** Row of the queue_jobs table (migration 0020_queue). Timestamps are ISO-8601 UTC text. */
@@ -92,7 +92,7 @@ export class SqliteQueue implements Queue, JobBackend {
   private readonly expiredLookedAt = new Map<string, number>();
 
   constructor(
-    private readonly db: Kysely<any>,
+    private readonly db: JobDb,
     private readonly options: SqliteQueueOptions = {},
   ) {
     this.clock = options.clock ?? systemClock;
@@ -111,7 +111,7 @@ export class SqliteQueue implements Queue, JobBackend {
     });
   }
 
-  private jobs(db: Kysely<any>): Kysely<QueueTables> {
+  private jobs(db: JobDb): Kysely<QueueTables> {
     return db as Kysely<QueueTables>;
   }
 
@@ -119,7 +119,7 @@ export class SqliteQueue implements Queue, JobBackend {
     return new Date(this.clock.now().getTime() + offsetMs).toISOString();
   }
 
-  async enqueue<T>(tx: Kysely<any>, name: string, data: T, options: EnqueueOptions = {}): Promise<string> {
+  async enqueue<T>(tx: JobDb, name: string, data: T, options: EnqueueOptions = {}): Promise<string> {
     const id = options.key === undefined ? this.ids.uuid() : keyedJobId(name, options.key);
     const now = this.now();
     await this.jobs(tx)
@@ -143,7 +143,7 @@ export class SqliteQueue implements Queue, JobBackend {
     return id;
   }
 
-  async enqueueMany(tx: Kysely<any>, jobs: JobToEnqueue[]): Promise<string[]> {
+  async enqueueMany(tx: JobDb, jobs: JobToEnqueue[]): Promise<string[]> {
     const now = this.now();
     const rows = jobs.map(({ name, data, options = {} }) => ({
       id: options.key === undefined ? this.ids.uuid() : keyedJobId(name, options.key),
@@ -178,7 +178,7 @@ export class SqliteQueue implements Queue, JobBackend {
     return rows.map((r) => r.id);
   }
 
-  async cancel(tx: Kysely<any>, jobId: string): Promise<boolean> {
+  async cancel(tx: JobDb, jobId: string): Promise<boolean> {
     const result = await this.jobs(tx)
       .updateTable('queue_jobs')
       .set({ state: 'cancelled', updated_at: this.now() })
@@ -188,7 +188,7 @@ export class SqliteQueue implements Queue, JobBackend {
     return Number(result.numUpdatedRows) > 0;
   }
 
-  async reschedule<T>(tx: Kysely<any>, jobId: string, runAt: Date, data?: T): Promise<boolean> {
+  async reschedule<T>(tx: JobDb, jobId: string, runAt: Date, data?: T): Promise<boolean> {
     const result = await this.jobs(tx)
       .updateTable('queue_jobs')
       .set({
@@ -314,7 +314,7 @@ export class SqliteQueue implements Queue, JobBackend {
   }
 
   /** Writes to a job only while this worker still holds the lock of that very run. */
-  private held(job: ClaimedJob, db: Kysely<any> = this.db) {
+  private held(job: ClaimedJob, db: JobDb = this.db) {
     return this.jobs(db)
       .updateTable('queue_jobs')
       .where('id', '=', job.id)

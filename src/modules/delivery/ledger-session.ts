@@ -1,6 +1,7 @@
 import type { Kysely, Updateable } from 'kysely';
 import type { Logger } from 'pino';
 import type { Dialect } from '../../storage/db.js';
+import type { CoreTables } from '../../storage/schema.js';
 import type { AttemptRow, DeliveriesTable, DeliveryRow, MessagesTable } from '../sending/sending.tables.js';
 import type { DeliveryEventsTable } from './delivery.tables.js';
 import { type DeliveryIdentity, LedgerRepository, type MessageIdentity } from './ledger.repository.js';
@@ -83,7 +84,7 @@ export class LedgerSession {
 
   constructor(
     /** The transaction: callers make their own writes of the same unit (jobs, in-app rows) with it. */
-    readonly db: Kysely<any>,
+    readonly db: Kysely<CoreTables>,
     dialect: Dialect,
     private readonly logger: Logger,
   ) {

@@ -28,11 +28,11 @@ export class LedgerRepository {
   /** Take row locks on reads made for a read-modify-write (PostgreSQL; SQLite serializes writers itself). */
   private readonly lockRows: boolean;
   constructor(
-    db: Kysely<CoreTables> | Kysely<any>,
+    db: Kysely<CoreTables>,
     private readonly dialect: Dialect = 'sqlite',
   ) {
     this.lockRows = dialect === 'postgres';
-    this.db = (db as Kysely<CoreTables>).withTables<SendingTables & DeliveryTables>();
+    this.db = db.withTables<SendingTables & DeliveryTables>();
   }
 
   // --- messages ---------------------------------------------------------------------------

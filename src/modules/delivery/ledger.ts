@@ -68,7 +68,7 @@ export class DeliveryLedger {
   }
 
   /** The ledger inside a transaction the caller runs; the caller must call flush() last, before commit. */
-  session(trx: Kysely<any>): LedgerSession {
+  session(trx: Kysely<CoreTables>): LedgerSession {
     return new LedgerSession(trx, this.deps.dialect, this.deps.logger);
   }
 

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Deps } from '../../deps.js';
-import { type JobContext, PermanentJobError, type Queue } from '../../queue/port.js';
+import { asError, type JobContext, PermanentJobError, type Queue } from '../../queue/port.js';
 import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.js';
 import { RenderPool } from '../../rendering/render-pool.js';
 import type { Channel } from '../../http/schemas.js';
@@ -123,7 +123,7 @@ export class DeliveryWorker {
     for (const [index, failure] of failures.entries()) {
       if (failure === undefined || !isFinal(failure, jobOf(index))) continue;
       try {
-        await this.failMessages([trackingIds[index]!], errorText(failure));
+        await this.failMessages([trackingIds[index]], errorText(failure));
         recorded[index] = true;
       } catch (err) {
         this.deps.logger.error({ err, trackingId: trackingIds[index], failure }, 'recording the final failure of a message failed');
@@ -152,7 +152,7 @@ export class DeliveryWorker {
     const failures = await this.processMessages(trackingIds);
     const recorded = await this.recordFinalFailures(trackingIds, failures, () => job);
     const pending = failures.find((f, i) => f !== undefined && !recorded[i]);
-    if (pending !== undefined) throw pending;
+    if (pending !== undefined) throw asError(pending);
     await repo.dropPendingChunk(seq);
     const failure = failures.find((f) => f !== undefined);
     // Recorded as the messages' failure; the job ends failed too, without a retry.
@@ -162,7 +162,7 @@ export class DeliveryWorker {
   /** Routes and renders one message (see processMessages). */
   async processMessage(trackingId: string): Promise<void> {
     const [failure] = await this.processMessages([trackingId]);
-    if (failure !== undefined) throw failure;
+    if (failure !== undefined) throw asError(failure);
   }
 
   /**
@@ -216,7 +216,6 @@ export class DeliveryWorker {
 
   /** Everything one message will write, read and rendered outside the transaction; null: nothing to do. */
   private async plan(trackingId: string, reads: PlanningReads): Promise<MessagePlan | null> {
-    const repo = new MessagesRepository(this.deps.db);
     const message = reads.message(trackingId);
     if (!message || (message.state !== 'queued' && message.state !== 'scheduled')) return null;
     const now = this.deps.clock.now().toISOString();
@@ -247,9 +246,9 @@ export class DeliveryWorker {
       }
     }
 
-    const suppressed = new Set(Object.keys(found!.suppressions));
+    const suppressed = new Set(Object.keys(found.suppressions));
     const decisions = routeChannels({
-      forceChannels: body.forceChannels as Channel[] | undefined,
+      forceChannels: body.forceChannels,
       withContent: new Set(contents.keys()),
       type: { enabled: type.enabled, channels: type.channels },
       user: { ...user, suppressed },
@@ -314,7 +313,7 @@ export class DeliveryWorker {
       const executor = this.executors[channelOf(row.channel)];
       if (row.status !== 'pending' || !executor?.deliverInTransaction) continue;
       const started = this.deps.clock.now();
-      const outcome = await executor.deliverInTransaction(trx, { delivery: row, message, content: JSON.parse(row.content ?? '{}'), body });
+      const outcome = await executor.deliverInTransaction(trx, { delivery: row, message, content: JSON.parse(row.content ?? '{}') as Record<string, unknown>, body });
       const at = this.deps.clock.now();
       Object.assign(row, successFields(succeeded(outcome, at.toISOString()), 1));
       attempts.push(successAttempt(this.deps.ids.uuid(), row.id, 1, started, at, outcome));
@@ -330,7 +329,7 @@ export class DeliveryWorker {
   /** Runs one delivery's job now, as a batch of one (see DeliveryRuns). */
   async runDelivery(deliveryId: string, job: JobContext = { id: '', name: DELIVER_JOB, attempt: 1, maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 }): Promise<void> {
     const [failure] = await this.deliveries.run([{ data: { deliveryId }, job }]);
-    if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
+    if (failure !== undefined) throw asError(failure);
   }
 }
 

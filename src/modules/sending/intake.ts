@@ -113,7 +113,7 @@ export class SendIntake {
     // First, a write: on SQLite it takes the write lock, so nothing read below goes stale.
     await usage.ensureCounters(tallies);
 
-    const outcomes: (IntakeOutcome | undefined)[] = new Array(units.length);
+    const outcomes = new Array<IntakeOutcome | undefined>(units.length);
     const idempotency = new IdempotencyRepository(trx);
     const keyed = units.filter((u) => u.idempotency !== null).map((u) => u.idempotency!);
     if (keyed.length > 0) {
