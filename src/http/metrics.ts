@@ -55,7 +55,7 @@ export function installMetrics(app: App): Registry {
     }
     const seconds = reply.elapsedTime / 1000;
     for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
-      if (seconds <= LATENCY_BUCKETS[i]!) {
+      if (seconds <= LATENCY_BUCKETS[i]) {
         tally.buckets[i]++;
         break;
       }
@@ -76,7 +76,7 @@ function latencyMetric(tallies: Map<string, RouteTally>) {
     for (const { labels, buckets, sum, count } of tallies.values()) {
       let cumulative = 0;
       LATENCY_BUCKETS.forEach((le, i) => {
-        cumulative += buckets[i]!;
+        cumulative += buckets[i];
         out.push({ labels: { le, ...labels }, value: cumulative, metricName: `${LATENCY_NAME}_bucket` });
       });
       out.push({ labels: { le: '+Inf', ...labels }, value: count, metricName: `${LATENCY_NAME}_bucket` });
@@ -90,7 +90,7 @@ function latencyMetric(tallies: Map<string, RouteTally>) {
     help: LATENCY_HELP,
     type: 'histogram',
     aggregator: 'sum',
-    get: async () => ({ name: LATENCY_NAME, help: LATENCY_HELP, type: 'histogram', values: values(), aggregator: 'sum' }),
+    get: () => Promise.resolve({ name: LATENCY_NAME, help: LATENCY_HELP, type: 'histogram', values: values(), aggregator: 'sum' }),
     reset: () => {
       for (const tally of tallies.values()) {
         tally.buckets.fill(0);
