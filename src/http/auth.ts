@@ -1,3 +1,4 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AuthContext } from '../modules/auth/auth.service.js';
 import { type AuthService, environmentRequired } from '../modules/auth/auth.service.js';
 import { AppError } from '../errors.js';
@@ -36,13 +37,21 @@ export function installAuth(app: App, service: AuthService): AuthService {
     const security = SECURITY[permission];
     const description = [route.schema?.description, `Permission: \`${permission}\` (README: Authentication).`].filter(Boolean).join('\n\n');
     route.schema = { ...route.schema, description, 'x-permission': permission, ...(security ? { security } : {}) } as typeof route.schema;
+    // A route-level hook, first of the route's own, after the app's: only the routes that take
+    // server credentials pay for it, and it knows its permission without reading the route's
+    // options per request (request.routeOptions builds a new object on every read). Unknown
+    // routes fall through to the 404 handler without asking for credentials.
+    if (auth === 'account') {
+      const own = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
+      route.onRequest = [authenticateFor(service, permission), ...own] as typeof route.onRequest;
+    }
   });
+  return service;
+}
 
-  app.addHook('onRequest', (request, _reply, done) => {
-    const config = request.routeOptions.config;
-    // Unknown routes fall through to the 404 handler without asking for credentials.
-    if (config?.auth !== 'account' || request.is404) return done();
-    const permission = config.permission!;
+/** The onRequest hook of a route with this permission: authenticates the caller and checks the permission. */
+function authenticateFor(service: AuthService, permission: Permission) {
+  return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
     const envId = selectedEnvironment(request.params, request.query, permission);
     const cached = service.cachedApiKey(request.headers.authorization, envId);
     if (cached) {
@@ -53,8 +62,7 @@ export function installAuth(app: App, service: AuthService): AuthService {
       request.auth = auth;
       done(refusal(permission, auth));
     }, done);
-  });
-  return service;
+  };
 }
 
 /**

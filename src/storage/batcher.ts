@@ -29,6 +29,11 @@ export class Batcher<U, R> {
     return this.pending.length + this.inFlight;
   }
 
+  /** Whether a unit submitted now joins a batch about to be written (not one waiting behind a write). */
+  get gathering(): boolean {
+    return this.inFlight === 0 && this.pending.length > 0 && this.pending.length < this.maxBatch;
+  }
+
   submit(unit: U): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       this.pending.push({ unit, resolve, reject });
@@ -47,9 +52,11 @@ export class Batcher<U, R> {
         try {
           settled = await this.write(batch.map((p) => p.unit));
         } catch (error) {
+          this.inFlight = 0;
           for (const item of batch) item.reject(error);
           continue;
         }
+        this.inFlight = 0;
         batch.forEach((item, i) => {
           const result = settled[i];
           if (result.ok) item.resolve(result.value);

@@ -33,6 +33,28 @@ describe('Batcher (group commit)', () => {
     expect(batcher.load).toBe(0);
   });
 
+  it('is gathering while a batch waits to be written with room left, not while one is written', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const batcher = new Batcher<number, number>(async (units) => {
+      await gate;
+      return units.map((n) => ({ ok: true, value: n }));
+    }, 2);
+    expect(batcher.gathering).toBe(false);
+    const first = batcher.submit(1);
+    expect(batcher.gathering).toBe(true);
+    const second = batcher.submit(2);
+    expect(batcher.gathering).toBe(false); // full
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    const third = batcher.submit(3);
+    expect(batcher.gathering).toBe(false); // waits behind the batch being written
+    release();
+    await Promise.all([first, second, third]);
+    expect(batcher.gathering).toBe(false);
+    expect(batcher.load).toBe(0);
+  });
+
   it('fails every unit of a batch whose write throws, and goes on with the next batch', async () => {
     let calls = 0;
     const batcher = new Batcher<number, number>(async (units) => {
