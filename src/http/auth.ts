@@ -25,7 +25,7 @@ export function installAuth(app: App, service: AuthService): AuthService {
 
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
-    const permission = permissionOf(methods[0]!, route.url);
+    const permission = permissionOf(methods[0], route.url);
     for (const method of methods) {
       if (permissionOf(method, route.url) !== permission) throw new Error(`Route ${route.url}: its methods need one permission each.`);
     }

@@ -45,7 +45,7 @@ export function normalizeSend(body: SendBody): NormalizedSend {
   return {
     type,
     to,
-    parameters: (body.parameters ?? body.mergeTags ?? {}) as Record<string, unknown>,
+    parameters: (body.parameters ?? body.mergeTags ?? {}),
     subNotificationId: body.subNotificationId ?? body.secondaryId,
     body,
   };
@@ -203,7 +203,7 @@ export class SendingService {
     const runAt = parseSchedule(body.schedule ?? message.scheduled_for ?? undefined, now) ?? now;
     validateInlineAttachments(body.options?.email?.attachments ?? []);
     validateEmailAddressOptions(body.options?.email);
-    const merged: SendBody = { ...JSON.parse(message.request), ...body };
+    const merged: SendBody = { ...(JSON.parse(message.request) as SendBody), ...body };
     await this.deps.ledger.transaction(async (tx) => {
       const moved = message.job_id ? await this.queue.reschedule(tx.db, message.job_id, runAt, { trackingId }) : null;
       if (!moved) throw new AppError('CONFLICT', 'This send is already being delivered; its schedule can no longer change.');
