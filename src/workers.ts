@@ -25,7 +25,7 @@ const HOUR_MS = 3600 * 1000;
  */
 export async function startWorkers(deps: Deps, services: Services, options: { concurrency?: number; retryBaseMs?: number } = {}): Promise<Workers> {
   const { executors, close: closeExecutors } = buildExecutors(deps, services);
-  const worker = registerSendingJobs(deps, executors, options);
+  const worker = registerSendingJobs(deps, services, executors, options);
   registerLogJobs(deps, services.logs);
   const maintenance = registerMaintenanceJobs(deps);
   await deps.queue.start();

@@ -35,7 +35,7 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
       trackingIds.push(res.json<{ trackingId: string }>().trackingId);
     }
     const { executors, close } = buildExecutors(t.deps, t.services);
-    const worker = new DeliveryWorker(t.deps, t.deps.queue, executors);
+    const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
     try {
       // Route the sends as the queue would (SQLite: the intake journal's chunks; PostgreSQL: message.process).
       if (kind === 'sqlite') {

@@ -106,7 +106,7 @@ describe('final failure when the worker died on the last attempt (sqlite)', () =
     const trackingId = await send({ type: 'lost_delivery', to: { id: 'ld-user', email: 'ld@example.com' }, email: { subject: 'Hi', html: '<p>hi</p>' } });
     // Route the send by hand (no queue running), which creates its email delivery and that delivery's job.
     const { executors, close } = buildExecutors(t.deps, t.services);
-    const worker = new DeliveryWorker(t.deps, t.deps.queue, executors);
+    const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
     try {
       const chunk = await db().selectFrom('send_intake').select('seq').executeTakeFirstOrThrow();
       await worker.ingestSends(chunk.seq);

@@ -5,8 +5,8 @@ import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.
 import { RenderPool } from '../../rendering/render-pool.js';
 import type { Channel } from '../../http/schemas.js';
 import { type LedgerSession, successFields } from '../delivery/ledger.js';
-import { TemplatesService } from '../templates/templates.service.js';
-import { UsersService } from '../users/users.service.js';
+import type { TemplatesService } from '../templates/templates.service.js';
+import type { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
 import { DeliveryRuns, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
@@ -28,6 +28,12 @@ export const PROCESSING_FAILED = 'PROCESSING_FAILED';
  * `delivery.run` job per channel calls the provider. Both are idempotent: a job re-run after a
  * crash finds its work already committed, or redoes a provider call with the same message id.
  */
+/** The process's services the worker calls (the services object has them). */
+export interface DeliveryWorkerServices {
+  users: UsersService;
+  templates: TemplatesService;
+}
+
 export class DeliveryWorker {
   private readonly users: UsersService;
   private readonly templates: TemplatesService;
@@ -37,13 +43,14 @@ export class DeliveryWorker {
     private readonly deps: Deps,
     private readonly queue: Queue,
     private readonly executors: Executors,
+    services: DeliveryWorkerServices,
     /** Base of the exponential backoff between provider attempts (jittered, capped at an hour). */
     private readonly retryBaseMs = 2000,
     /** Where content is rendered: worker threads, off the event loop that serves the API. */
     private readonly renders: RenderPool = new RenderPool(),
   ) {
-    this.users = new UsersService(deps);
-    this.templates = new TemplatesService(deps);
+    this.users = services.users;
+    this.templates = services.templates;
     this.deliveries = new DeliveryRuns(deps, executors, this.users, retryBaseMs);
   }
 
