@@ -88,6 +88,9 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pin
   );
 }
 
+/** What the asynchronous stdout writer may hold while stdout does not drain. */
+const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
+
 /**
  * stdout as pino.destination builds it (sonic-boom, asynchronous, flushed by pino's exit hook),
  * in buffer mode, each line handed over as a Buffer. In its default text mode sonic-boom
@@ -97,7 +100,9 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pin
  * request 51.1 -> 48.8 µs in the same rounds, bare route 19.7).
  */
 function stdoutDestination(): pino.DestinationStream {
-  const stream = pino.destination({ dest: 1, sync: false, contentMode: 'buffer' });
+  // maxLength: a stdout that stops reading (a stalled log collector) must not grow this process's
+  // memory without bound; past 16 MB waiting, new lines are dropped (log lines, never messages).
+  const stream = pino.destination({ dest: 1, sync: false, contentMode: 'buffer', maxLength: LOG_BUFFER_MAX_BYTES });
   return {
     write: (line: string) => stream.write(Buffer.from(line) as unknown as string),
     flush: (cb?: (err?: Error) => void) => stream.flush(cb),
