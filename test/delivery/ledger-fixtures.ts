@@ -7,6 +7,7 @@ import type { DeliveryRow, MessageRow, SendingTables } from '../../src/modules/s
 import type { Storage } from '../../src/storage/db.js';
 import type { CoreTables } from '../../src/storage/schema.js';
 import type { Clock } from '../../src/clock.js';
+import { queuedMessageRow } from '../helpers/rows.js';
 
 export const AT = '2026-01-15T10:00:00.000Z';
 
@@ -25,30 +26,7 @@ export const refusals = (lines: LogLine[]) => lines.filter((l) => l.level === 40
 const tables = (db: Kysely<CoreTables>) => db.withTables<SendingTables & { delivery_events: DeliveryEventsTable }>();
 
 export function messageRow(over: Partial<MessageRow> & Pick<MessageRow, 'tracking_id' | 'account_id' | 'env_id'>): MessageRow {
-  return {
-    notification_id: 'ledger_test',
-    user_id: 'u1',
-    user_email: null,
-    user_number: null,
-    template_id: null,
-    sub_notification_id: null,
-    request: '{"type":"ledger_test"}',
-    state: 'queued',
-    job_id: null,
-    ip: null,
-    agent: null,
-    received_at: AT,
-    processed_at: null,
-    scheduled_for: null,
-    schedule_updated_at: null,
-    schedule_updated_to: null,
-    schedule_deleted_at: null,
-    failed_at: null,
-    failed_code: null,
-    failed_internal: null,
-    skipped: null,
-    ...over,
-  };
+  return queuedMessageRow({ notification_id: 'ledger_test', user_id: 'u1', request: '{"type":"ledger_test"}', received_at: AT, ...over });
 }
 
 export function deliveryRow(message: MessageRow, over: Partial<DeliveryRow> & Pick<DeliveryRow, 'id' | 'channel'>): DeliveryRow {

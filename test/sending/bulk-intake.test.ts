@@ -7,6 +7,7 @@ import { STORAGE_KINDS } from '../helpers/storage.js';
 import { type IntakeUnit, SendIntake } from '../../src/modules/sending/intake.js';
 import { LogsService } from '../../src/modules/logs/logs.service.js';
 import { parseRecipient } from '../../src/modules/users/users.service.js';
+import { queuedMessageRow } from '../helpers/rows.js';
 
 describe.each(STORAGE_KINDS)('bulk intake (%s)', (kind) => {
   let t: TestContext;
@@ -33,32 +34,15 @@ describe.each(STORAGE_KINDS)('bulk intake (%s)', (kind) => {
       recipient,
       ensureType: 'bulk_type',
       job: { name: 'message.process', data: { trackingId }, runAt: null },
-      message: {
+      message: queuedMessageRow({
         tracking_id: trackingId,
         account_id: accountId,
         env_id: envId,
         notification_id: 'bulk_type',
         user_id: recipient.userId,
-        user_email: null,
-        user_number: null,
-        template_id: null,
-        sub_notification_id: null,
         request,
-        state: 'queued',
-        job_id: null,
-        ip: null,
-        agent: null,
         received_at: now,
-        processed_at: null,
-        scheduled_for: null,
-        schedule_updated_at: null,
-        schedule_updated_to: null,
-        schedule_deleted_at: null,
-        failed_at: null,
-        failed_code: null,
-        failed_internal: null,
-        skipped: null,
-      },
+      }),
     };
   };
   const count = async (table: string, where: Record<string, string>) => {

@@ -7,37 +7,23 @@ import type { UserRow } from '../../src/modules/users/users.repository.js';
 import { randomBytes } from 'node:crypto';
 import { Secrets } from '../../src/secrets.js';
 import { planRecipientUpsert, recipientColumns } from '../../src/modules/users/users.service.js';
+import { queuedMessageRow } from '../helpers/rows.js';
 
 const secrets = new Secrets(randomBytes(32));
 
 function message(overrides: Partial<MessageRow> = {}): MessageRow {
-  return {
+  return queuedMessageRow({
     tracking_id: '0190d6f0-0000-7000-8000-000000000001',
     account_id: 'acc-1',
     env_id: 'env-1',
     notification_id: 'order "shipped" \\ \u2028',
     user_id: 'u-\u00e9\ud83d\ude00',
-    user_email: null,
-    user_number: null,
     template_id: 'tpl-1',
-    sub_notification_id: null,
     request: JSON.stringify({ type: 'order', to: { id: 'u' }, parameters: { quote: '"', nested: [1, 2.5, null, { a: true }] } }),
-    state: 'queued',
-    job_id: null,
     ip: '127.0.0.1',
-    agent: null,
     received_at: '2026-11-23T08:00:00.000Z',
-    processed_at: null,
-    scheduled_for: null,
-    schedule_updated_at: null,
-    schedule_updated_to: null,
-    schedule_deleted_at: null,
-    failed_at: null,
-    failed_code: null,
-    failed_internal: null,
-    skipped: null,
     ...overrides,
-  };
+  });
 }
 
 describe('intake journal chunks', () => {
