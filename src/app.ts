@@ -95,7 +95,7 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
     done();
   });
 
-  installRequestLog(app, deps.logger);
+  installRequestLog(app, deps.requestLines);
   installErrorHandling(app);
   const metrics = installMetrics(app);
   installAuth(app, services.auth);

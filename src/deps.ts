@@ -1,3 +1,4 @@
+import os from 'node:os';
 import path from 'node:path';
 import type { Kysely } from 'kysely';
 import pino, { type Logger } from 'pino';
@@ -8,7 +9,7 @@ import { ApiLoad } from './load.js';
 import { DeliveryLedger } from './modules/delivery/ledger.js';
 import { InappRealtime } from './modules/inapp/inapp.realtime.js';
 import { type Queue, type QueueOptions, createQueue } from './queue/index.js';
-import { requestLogSerializers } from './http/request-logger.js';
+import { type RequestLines, directRequestLines, pinoRequestLines, requestLogSerializers } from './http/request-logger.js';
 import { Secrets, loadRootKey } from './secrets.js';
 import { type Storage, openStorage } from './storage/db.js';
 import type { CoreTables } from './storage/schema.js';
@@ -23,6 +24,8 @@ export interface Deps {
   storage: Storage;
   db: Kysely<CoreTables>;
   logger: Logger;
+  /** The per-request log lines (src/http/request-logger.ts), written to the logger's destination. */
+  requestLines: RequestLines;
   clock: Clock;
   ids: Ids;
   secrets: Secrets;
@@ -82,10 +85,16 @@ export const REDACTED_LOG_PATHS = [
  * process.exit; only a kill -9 can lose the last lines (log lines, never messages).
  */
 export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream): Logger {
-  return pino(
-    { level: config.logLevel, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: requestLogSerializers },
-    destination ?? stdoutDestination(),
-  );
+  return createLogging(config, destination).logger;
+}
+
+/** The logger and the request lines written straight to its destination (directRequestLines). */
+export function createLogging(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream): { logger: Logger; requestLines: RequestLines } {
+  const out = destination ?? stdoutDestination();
+  // pino's default base, stated so that the request lines carry the same.
+  const base = { pid: process.pid, hostname: os.hostname() };
+  const logger = pino({ level: config.logLevel, base, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: requestLogSerializers }, out);
+  return { logger, requestLines: directRequestLines(logger, base, (line) => out.write(line)) };
 }
 
 /** What the asynchronous stdout writer may hold while stdout does not drain. */
@@ -112,7 +121,10 @@ function stdoutDestination(): pino.DestinationStream {
 
 export interface BuildDepsOverrides {
   storage?: Storage;
+  /** A logger of the caller's; its request lines go through it (pinoRequestLines). */
   logger?: Logger;
+  /** A logger with its request lines (createLogging), e.g. into a test's stream. */
+  logging?: { logger: Logger; requestLines: RequestLines };
   clock?: Clock;
   ids?: Ids;
   secrets?: Secrets;
@@ -120,10 +132,14 @@ export interface BuildDepsOverrides {
 }
 
 export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): Deps {
+  const { logger, requestLines } = overrides.logging ?? (overrides.logger ? { logger: overrides.logger, requestLines: pinoRequestLines(overrides.logger) } : createLogging(config));
   const storage =
     overrides.storage ??
-    openStorage({ databaseUrl: config.databaseUrl, sqliteFile: path.join(config.dataDir, 'clarion.sqlite') });
-  const logger = overrides.logger ?? createLogger(config);
+    openStorage({
+      databaseUrl: config.databaseUrl,
+      sqliteFile: path.join(config.dataDir, 'clarion.sqlite'),
+      warn: (message, err) => logger.warn({ err }, message),
+    });
   const clock = overrides.clock ?? systemClock;
   const ids = overrides.ids ?? uuidIds();
   const load = new ApiLoad();
@@ -132,6 +148,7 @@ export function buildDeps(config: Config, overrides: BuildDepsOverrides = {}): D
     storage,
     db: storage.db,
     logger,
+    requestLines,
     clock,
     ids,
     secrets: overrides.secrets ?? new Secrets(loadRootKey(config.secretKey, config.dataDir)),

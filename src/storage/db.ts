@@ -5,6 +5,7 @@ import SQLite from 'better-sqlite3';
 import { type Migration, type MigrationProvider, Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { CoreTables } from './schema.js';
+import { type WalCheckpointer, startWalCheckpointer } from './wal-checkpointer.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -43,6 +44,8 @@ export interface StorageOptions {
   /** PostgreSQL schema to use (tests isolate themselves in one schema each). */
   pgSchema?: string;
   poolSize?: number;
+  /** Told when something degrades without failing a call (the WAL checkpoint thread stopped). */
+  warn?: (message: string, error: Error) => void;
 }
 
 export function openStorage(options: StorageOptions): Storage {
@@ -63,6 +66,7 @@ export function openStorage(options: StorageOptions): Storage {
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
+  const checkpointer = file === ':memory:' ? null : checkpointOffThread(database, file, options.warn);
   // One statement cache for Kysely and the hot paths that prepare statements themselves.
   const cached = withStatementCache(database);
   const db = new Kysely<CoreTables>({ dialect: new SqliteDialect({ database: cached }) });
@@ -75,8 +79,28 @@ export function openStorage(options: StorageOptions): Storage {
       refreshPlannerStatistics(database);
       return applied;
     },
+    async close() {
+      await checkpointer?.stop();
+      await storage.close();
+    },
   };
 }
+
+/**
+ * Checkpoints on their own thread (startWalCheckpointer), and none on the connection that
+ * commits. The log is truncated back to 64 MB after it restarts, should a burst have grown it.
+ * If the thread dies, this connection checkpoints again as SQLite does by default.
+ */
+function checkpointOffThread(database: SQLite.Database, file: string, warn: StorageOptions['warn']): WalCheckpointer {
+  database.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+  const checkpointer = startWalCheckpointer(file, (error) => {
+    database.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
+    warn?.('the WAL checkpoint thread stopped; checkpoints run on the main thread again', error);
+  });
+  database.pragma('wal_autocheckpoint = 0');
+  return checkpointer;
+}
+const SQLITE_DEFAULT_AUTOCHECKPOINT = 1000;
 
 /**
  * Gives SQLite's query planner statistics (sqlite_stat1), as SQLite advises for long-lived

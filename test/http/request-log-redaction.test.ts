@@ -6,9 +6,9 @@ import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { buildServices } from '../../src/services.js';
-import { buildDeps, createLogger } from '../../src/deps.js';
+import { buildDeps, createLogging } from '../../src/deps.js';
 import type { App } from '../../src/http/types.js';
-import { redactUrl } from '../../src/http/request-logger.js';
+import { pinoRequestLines, redactUrl } from '../../src/http/request-logger.js';
 import { Secrets } from '../../src/secrets.js';
 import { testConfig } from '../helpers/context.js';
 import { eventually } from '../helpers/wait.js';
@@ -35,7 +35,8 @@ describe('request logs at info level', () => {
         done();
       },
     });
-    const deps = buildDeps(config, { storage, logger: createLogger({ logLevel: 'info' }, stream), secrets: new Secrets(randomBytes(32)) });
+    // createLogging: the request lines the server writes by default (directRequestLines).
+    const deps = buildDeps(config, { storage, logging: createLogging({ logLevel: 'info' }, stream), secrets: new Secrets(randomBytes(32)) });
     app = await buildApp(deps, buildServices(deps));
     await app.ready();
   });
@@ -96,6 +97,43 @@ describe('request logs at info level', () => {
     expect(completed?.req).toMatchObject({ method: 'GET', url: '/status', remoteAddress: '127.0.0.1', remotePort: expect.any(Number) });
     expect(logged).not.toContain('secret-of-the-caller');
     expect(logged).not.toContain('secret-cookie');
+  });
+});
+
+describe('request lines written as text', () => {
+  const captured = () => {
+    const lines: string[] = [];
+    const logging = createLogging({ logLevel: 'info' }, { write: (line: string) => void lines.push(line) });
+    return { lines, logging, throughPino: pinoRequestLines(logging.logger) };
+  };
+
+  it.each([
+    ['a request with every field', { id: 'trk-1', method: 'POST', url: `/send?token=${HASH}&x="q"`, host: 'example.test:3000', ip: '127.0.0.1', socket: { remotePort: 50123 } }],
+    ['a request without Host or port (inject, HTTP/1.0)', { id: 'trk-2', method: 'GET', url: '/status', ip: '::1', socket: {} }],
+  ])('give the line pino gives, field for field and in order: %s', (_name, request) => {
+    const { lines, logging, throughPino } = captured();
+    logging.requestLines.completed(request, 202, 1.25);
+    throughPino.completed(request, 202, 1.25);
+    logging.requestLines.upgrade(request);
+    throughPino.upgrade(request);
+    const [direct, viaPino, directUpgrade, upgradeViaPino] = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    for (const [ours, theirs] of [
+      [direct, viaPino],
+      [directUpgrade, upgradeViaPino],
+    ]) {
+      expect(Math.abs(Number(ours.time) - Number(theirs.time))).toBeLessThan(60_000);
+      expect({ ...ours, time: 0 }).toEqual({ ...theirs, time: 0 });
+      expect(Object.keys(ours)).toEqual(Object.keys(theirs));
+    }
+    expect(direct).toMatchObject({ level: 30, pid: process.pid, trackingId: request.id, res: { statusCode: 202 }, responseTime: 1.25, msg: 'request completed' });
+    expect(lines.join('')).not.toContain(HASH);
+    expect(lines.every((l) => l.endsWith('\n'))).toBe(true);
+  });
+
+  it('write nothing above info', () => {
+    const lines: string[] = [];
+    const { requestLines } = createLogging({ logLevel: 'warn' }, { write: (line: string) => void lines.push(line) });
+    expect(requestLines.enabled()).toBe(false);
   });
 });
 
