@@ -62,10 +62,13 @@ export class WebhookWorker {
   private claimAgain = false;
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> = Promise.resolve();
+  /** Polling on its own timer (start() until stop()). */
   private running = false;
+  private stopped = false;
   private readonly posts = new Set<Promise<void>>();
   private readonly keys = new Map<string, CachedKeys>();
   private readonly random: () => number;
+  private attemptsMade = 0;
 
   constructor(
     private readonly deps: { clock: Clock; ids: Ids; logger: Logger; secrets: Secrets },
@@ -80,12 +83,28 @@ export class WebhookWorker {
   start(): void {
     if (this.running) return;
     this.running = true;
+    this.stopped = false;
     this.schedule(0);
+  }
+
+  /**
+   * One pass by hand (tests drive the retry schedule with a manual clock this way): dispatch,
+   * claim what is due, wait for those requests and record them. Returns the attempts made.
+   */
+  async runOnce(): Promise<number> {
+    await this.dispatch();
+    const before = this.attemptsMade;
+    await this.claim();
+    await Promise.allSettled([...this.posts]);
+    await this.flushing;
+    await this.flush();
+    return this.attemptsMade - before;
   }
 
   /** Stops claiming, waits for the requests in flight and records them. */
   async stop(): Promise<void> {
     this.running = false;
+    this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.ticking;
@@ -149,7 +168,7 @@ export class WebhookWorker {
     try {
       do {
         this.claimAgain = false;
-        while (this.running && this.active < this.options.concurrency) {
+        while (!this.stopped && this.active < this.options.concurrency) {
           const free = this.options.concurrency - this.active;
           const full = [...this.inflight].filter(([, n]) => n >= this.options.perEndpoint).map(([id]) => id);
           const now = this.deps.clock.now();
@@ -165,13 +184,14 @@ export class WebhookWorker {
             }
             this.inflight.set(claim.endpoint_id, n + 1);
             this.active++;
+            this.attemptsMade++;
             this.launch(claim, lease);
           }
           // More of one endpoint than it may have in flight: back to due, not attempted.
           if (over.length > 0) await this.repo.release(over, lease, now.toISOString());
           if (claimed.length < free) break;
         }
-      } while (this.claimAgain && this.running);
+      } while (this.claimAgain && !this.stopped);
     } finally {
       this.claiming = false;
     }
