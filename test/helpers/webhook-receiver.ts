@@ -23,8 +23,10 @@ export class WebhookReceiver {
   private readonly hanging = new Set<http.ServerResponse>();
   private server!: http.Server;
   url = '';
+  port = 0;
 
-  async start(): Promise<this> {
+  /** Listens on `host` (default 127.0.0.1; '::' for both families where the system allows). */
+  async start(host = '127.0.0.1'): Promise<this> {
     this.server = http.createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -39,8 +41,9 @@ export class WebhookReceiver {
         res.end(action.body ?? '');
       });
     });
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
+    await new Promise<void>((resolve) => this.server.listen(0, host, resolve));
+    this.port = (this.server.address() as AddressInfo).port;
+    this.url = `http://127.0.0.1:${this.port}/hook`;
     return this;
   }
 
