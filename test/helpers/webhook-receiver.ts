@@ -11,6 +11,8 @@ export interface ReceivedRequest {
   path: string;
   headers: http.IncomingHttpHeaders;
   body: string;
+  /** The status answered; null while held (a hang). */
+  answered: number | null;
 }
 
 /**
@@ -31,8 +33,8 @@ export class WebhookReceiver {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        this.requests.push({ path: req.url ?? '/', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
         const action = this.script.length > 1 ? this.script.shift()! : this.script[0];
+        this.requests.push({ path: req.url ?? '/', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), answered: action === 'hang' ? null : action.status });
         if (action === 'hang') {
           this.hanging.add(res);
           return;

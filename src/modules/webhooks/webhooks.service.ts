@@ -78,7 +78,7 @@ export class WebhooksService {
       concurrency: config.webhookConcurrency,
       perEndpoint: config.webhookEndpointConcurrency,
       // A request ends by the timeout; the lease outlasts it, so only a dead worker's claims expire.
-      leaseMs: config.webhookTimeoutMs + 15_000,
+      leaseMs: config.webhookTimeoutMs + 5_000,
       ...options,
     });
   }
