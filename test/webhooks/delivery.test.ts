@@ -37,7 +37,7 @@ describe.each(STORAGE_KINDS)('webhook delivery, real clock (%s)', (kind) => {
   const create = async (events: string[], url = receiver.url) => {
     const res = await t.app.inject({ method: 'POST', url: '/webhooks', headers: t.auth, payload: { webhook: url, events } });
     expect(res.statusCode).toBe(200);
-    return res.json() as { id: string; secret: string };
+    return res.json<{ id: string; secret: string }>();
   };
 
   it('delivers every event the ledger produces, signed for pingram/webhooks and standardwebhooks', async () => {
@@ -110,7 +110,7 @@ describe.each(STORAGE_KINDS)('webhook delivery, real clock (%s)', (kind) => {
   it('signs with both secrets while a rotated one overlaps; X-Service-Signature uses the new one', async () => {
     receiver.requests.length = 0;
     const endpoint = await create(['EMAIL_FAILED']);
-    const rotated = (await t.app.inject({ method: 'POST', url: `/webhooks/${endpoint.id}/secret`, headers: t.auth })).json() as { secret: string };
+    const rotated = (await t.app.inject({ method: 'POST', url: `/webhooks/${endpoint.id}/secret`, headers: t.auth })).json<{ secret: string }>();
     await transition(t, 'email', 'failed');
     const [req] = await eventually(() => receiver.requests.length >= 1 && receiver.requests, 10_000, 'a delivery');
     expect(String(req.headers['webhook-signature']).split(' ')).toHaveLength(2);

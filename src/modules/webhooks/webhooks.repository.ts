@@ -356,7 +356,7 @@ export class WebhooksRepository {
     await this.db
       .deleteFrom('webhook_events')
       .where('created_at', '<', before)
-      .where(({ not, exists, selectFrom }) => not(exists(selectFrom('webhook_deliveries as d').select('d.id').whereRef('d.event_id', '=', 'webhook_events.id'))))
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('webhook_deliveries as d').select('d.id').whereRef('d.event_id', '=', 'webhook_events.id'))))
       .execute();
   }
 }
