@@ -1,3 +1,4 @@
+import type SQLite from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type { Clock, Ids } from '../../clock.js';
 import type { Dialect } from '../../storage/db.js';
@@ -24,28 +25,28 @@ export interface NewWebhookEvent {
  */
 export class WebhookOutbox {
   constructor(
-    private readonly deps: { clock: Clock; ids: Ids; dialect: Dialect },
+    private readonly deps: { clock: Clock; ids: Ids; dialect: Dialect; sqlite?: SQLite.Database },
   ) {}
 
   /** emit() over a transaction the caller runs. */
   emit(trx: Kysely<CoreTables>, events: NewWebhookEvent[]): Promise<number> {
-    return this.write(WebhooksRepository.over(trx, this.deps.dialect), events);
+    return this.write(WebhooksRepository.over(trx, this.deps.dialect, this.deps.sqlite), events);
   }
 
   /** Writes the events of one environment; returns how many deliveries were made. */
   async write(repo: WebhooksRepository, events: NewWebhookEvent[]): Promise<number> {
     if (events.length === 0) return 0;
     const now = this.deps.clock.now().toISOString();
-    const byEnv = new Map<string, Awaited<ReturnType<WebhooksRepository['enabledEndpoints']>>>();
+    const byEnv = new Map<string, { id: string; account_id: string; events: Set<string> }[]>();
     const eventRows: WebhookEventsTable[] = [];
     const deliveryRows: WebhookDeliveriesTable[] = [];
     for (const event of events) {
       let endpoints = byEnv.get(event.envId);
       if (!endpoints) {
-        endpoints = await repo.enabledEndpoints(event.envId);
+        endpoints = (await repo.enabledEndpoints(event.envId)).map((e) => ({ id: e.id, account_id: e.account_id, events: new Set(JSON.parse(e.events) as string[]) }));
         byEnv.set(event.envId, endpoints);
       }
-      const subscribed = endpoints.filter((e) => e.account_id === event.accountId && (JSON.parse(e.events) as string[]).includes(event.type));
+      const subscribed = endpoints.filter((e) => e.account_id === event.accountId && e.events.has(event.type));
       if (subscribed.length === 0) continue;
       const id = `evt_${this.deps.ids.uuid().replace(/-/g, '')}`;
       const payload: WebhookPayload = { id, eventType: event.type, ...event.payload };

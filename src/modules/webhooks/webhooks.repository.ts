@@ -1,5 +1,6 @@
+import type SQLite from 'better-sqlite3';
 import { type Kysely, type Updateable, sql } from 'kysely';
-import type { Dialect } from '../../storage/db.js';
+import { type Dialect, heldSqlite } from '../../storage/db.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { TransitionRow } from './events.js';
@@ -36,6 +37,7 @@ export interface ClaimedDelivery {
   previous_secret_enc: string | null;
   previous_secret_until: string | null;
   endpoint_updated_at: string;
+  failing_since: string | null;
 }
 
 export interface AttemptFilter {
@@ -51,23 +53,32 @@ export interface AttemptFilter {
 export class WebhooksRepository {
   private readonly db: WebhooksDb;
   private readonly lockRows: boolean;
+  /**
+   * Inside a SQLite transaction, the connection for the hot path's prepared statements (one row
+   * each, cached by SQL text) instead of Kysely building and compiling a multi-row INSERT of
+   * 15-16 columns per batch (bench webhooks, CPU per delivery of the dispatch write: about
+   * 35 -> 30 µs on a loaded machine; the same approach as the send journal's).
+   */
+  private readonly fast: SQLite.Database | null;
 
   constructor(
     db: Kysely<CoreTables>,
     private readonly dialect: Dialect,
+    private readonly sqlite?: SQLite.Database,
   ) {
     this.db = db.withTables<WebhookTables & DeliveryTables & SendingTables>();
     this.lockRows = dialect === 'postgres';
+    this.fast = heldSqlite(db, sqlite);
   }
 
   /** Runs `work` in a transaction, with a repository over it. */
   transaction<T>(work: (repo: WebhooksRepository) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute((trx) => work(new WebhooksRepository(trx as unknown as Kysely<CoreTables>, this.dialect)));
+    return this.db.transaction().execute((trx) => work(new WebhooksRepository(trx as unknown as Kysely<CoreTables>, this.dialect, this.sqlite)));
   }
 
   /** A repository over the caller's transaction (producers that emit events with their own writes). */
-  static over(trx: Kysely<CoreTables>, dialect: Dialect): WebhooksRepository {
-    return new WebhooksRepository(trx, dialect);
+  static over(trx: Kysely<CoreTables>, dialect: Dialect, sqlite?: SQLite.Database): WebhooksRepository {
+    return new WebhooksRepository(trx, dialect, sqlite);
   }
 
   // --- endpoints --------------------------------------------------------------------------
@@ -198,10 +209,20 @@ export class WebhooksRepository {
   }
 
   async insertEvents(rows: WebhookEventsTable[]): Promise<void> {
+    if (this.fast && rows.length > 0) {
+      const insert = this.fast.prepare(insertSql('webhook_events', Object.keys(rows[0])));
+      for (const row of rows) insert.run(row);
+      return;
+    }
     for (let i = 0; i < rows.length; i += INSERT_CHUNK) await this.db.insertInto('webhook_events').values(rows.slice(i, i + INSERT_CHUNK)).execute();
   }
 
   async insertDeliveries(rows: WebhookDeliveriesTable[]): Promise<void> {
+    if (this.fast && rows.length > 0) {
+      const insert = this.fast.prepare(`${insertSql('webhook_deliveries', Object.keys(rows[0]))} ON CONFLICT (endpoint_id, event_id) DO NOTHING`);
+      for (const row of rows) insert.run(row);
+      return;
+    }
     for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
       await this.db
         .insertInto('webhook_deliveries')
@@ -239,6 +260,7 @@ export class WebhooksRepository {
           'p.previous_secret_enc',
           'p.previous_secret_until',
           'p.updated_at as endpoint_updated_at',
+          'p.failing_since',
         ])
         .where('d.status', '=', 'pending')
         .where('d.next_attempt_at', '<=', now)
@@ -269,7 +291,39 @@ export class WebhooksRepository {
   }
 
   async insertAttempts(rows: WebhookAttemptsTable[]): Promise<void> {
+    if (this.fast && rows.length > 0) {
+      const insert = this.fast.prepare(insertSql('webhook_attempts', Object.keys(rows[0])));
+      for (const row of rows) insert.run(row);
+      return;
+    }
     for (let i = 0; i < rows.length; i += INSERT_CHUNK) await this.db.insertInto('webhook_attempts').values(rows.slice(i, i + INSERT_CHUNK)).execute();
+  }
+
+  /** Deliveries of one claim that succeeded at (about) `at`. */
+  async markSucceeded(ids: string[], lease: string, at: string): Promise<void> {
+    if (ids.length === 0) return;
+    if (this.fast) {
+      const update = this.fast.prepare(
+        `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, round_attempts = round_attempts + 1, next_attempt_at = @at, lease = NULL, last_attempt_at = @at, last_error = NULL, updated_at = @at WHERE id = @id AND lease = @lease`,
+      );
+      for (const id of ids) update.run({ id, lease, at });
+      return;
+    }
+    await this.db
+      .updateTable('webhook_deliveries')
+      .set((eb) => ({
+        status: 'succeeded',
+        attempts: eb('attempts', '+', 1),
+        round_attempts: eb('round_attempts', '+', 1),
+        next_attempt_at: at,
+        lease: null,
+        last_attempt_at: at,
+        last_error: null,
+        updated_at: at,
+      }))
+      .where('id', 'in', ids)
+      .where('lease', '=', lease)
+      .execute();
   }
 
   /** Records an attempt's outcome on its delivery, if the claim that made it still holds it. */
@@ -359,4 +413,9 @@ export class WebhooksRepository {
       .where((eb) => eb.not(eb.exists(eb.selectFrom('webhook_deliveries as d').select('d.id').whereRef('d.event_id', '=', 'webhook_events.id'))))
       .execute();
   }
+}
+
+/** `INSERT INTO table (a, b) VALUES (@a, @b)` for a prepared statement with named parameters. */
+function insertSql(table: string, columns: string[]): string {
+  return `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`;
 }

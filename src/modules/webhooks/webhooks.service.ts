@@ -65,8 +65,8 @@ export class WebhooksService {
     private readonly deps: Pick<Deps, 'db' | 'storage' | 'clock' | 'ids' | 'logger' | 'secrets' | 'config'>,
     options: Partial<WebhookWorkerOptions> = {},
   ) {
-    this.repo = new WebhooksRepository(deps.db, deps.storage.dialect);
-    this.outbox = new WebhookOutbox({ clock: deps.clock, ids: deps.ids, dialect: deps.storage.dialect });
+    this.repo = new WebhooksRepository(deps.db, deps.storage.dialect, deps.storage.sqlite);
+    this.outbox = new WebhookOutbox({ clock: deps.clock, ids: deps.ids, dialect: deps.storage.dialect, sqlite: deps.storage.sqlite });
     const { config } = deps;
     this.sender = new WebhookSender({
       timeoutMs: config.webhookTimeoutMs,

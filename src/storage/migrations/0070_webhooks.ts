@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 
 /**
  * Webhooks (modules/webhooks). Endpoints belong to one environment. Events are made from the
@@ -73,8 +73,16 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('updated_at', 'text', (c) => c.notNull())
     .execute();
   await db.schema.createIndex('webhook_deliveries_pair').on('webhook_deliveries').columns(['endpoint_id', 'event_id']).unique().execute();
-  await db.schema.createIndex('webhook_deliveries_due').on('webhook_deliveries').columns(['status', 'next_attempt_at']).execute();
-  await db.schema.createIndex('webhook_deliveries_endpoint').on('webhook_deliveries').columns(['endpoint_id', 'status', 'created_at']).execute();
+  // Only pending rows are claimed: a settled delivery leaves this index and is not re-inserted
+  // (with (status, next_attempt_at) every success moved its entry, one more b-tree write each).
+  await db.schema
+    .createIndex('webhook_deliveries_due')
+    .on('webhook_deliveries')
+    .column('next_attempt_at')
+    .where(sql.ref('status'), '=', 'pending')
+    .execute();
+  // Recovery reads an endpoint's deliveries since a time; status is not in it, so settling writes no entry here.
+  await db.schema.createIndex('webhook_deliveries_endpoint').on('webhook_deliveries').columns(['endpoint_id', 'created_at']).execute();
 
   await db.schema
     .createTable('webhook_attempts')
