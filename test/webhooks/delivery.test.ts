@@ -328,4 +328,22 @@ describe.each(STORAGE_KINDS)('webhook retries under a manual clock (%s)', (kind)
     expect(new Set(receiver.requests.slice(-2).map((r) => r.headers['x-service-id']))).toEqual(failedIds);
     expect((await t.app.inject({ method: 'POST', url: `/webhooks/${endpointId}/recover`, headers: t.auth, payload: { since } })).json()).toEqual({ recovered: 0 });
   });
+
+  it('purges settled deliveries, their events and attempts past the retention, keeping pending ones', async () => {
+    receiver.answer({ status: 200 });
+    await transition(t, 'email', 'failed');
+    await service.worker.runOnce();
+    receiver.answer({ status: 500 });
+    await transition(t, 'sms', 'failed');
+    await service.worker.runOnce();
+    const count = async (table: 'webhook_events' | 'webhook_deliveries' | 'webhook_attempts') =>
+      Number((await t.deps.db.withTables<Record<typeof table, { endpoint_id?: string; id: string }>>().selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+    const before = { events: await count('webhook_events'), deliveries: await count('webhook_deliveries'), attempts: await count('webhook_attempts') };
+    await service.repo.purgeBefore(new Date(clock.now().getTime() + 1000).toISOString());
+    // The pending (retrying) delivery and its event stay; the succeeded one goes with its event; every attempt goes.
+    expect(await count('webhook_deliveries')).toBe(1);
+    expect(await count('webhook_events')).toBe(1);
+    expect(await count('webhook_attempts')).toBe(0);
+    expect(before.deliveries).toBeGreaterThan(1);
+  });
 });
