@@ -149,6 +149,11 @@ export class WebhooksRepository {
       .execute();
   }
 
+  async hasEnabledEndpoints(envId: string): Promise<boolean> {
+    const row = await this.db.selectFrom('webhook_endpoints').select('id').where('env_id', '=', envId).where('disabled_at', 'is', null).limit(1).executeTakeFirst();
+    return row !== undefined;
+  }
+
   // --- dispatch ---------------------------------------------------------------------------
 
   /** Environments whose ledger events went past what webhooks consumed. */

@@ -161,6 +161,12 @@ export class WebhookWorker {
         const more = await this.repo.transaction(async (repo) => {
           const cursor = await repo.lockCursor(env.env_id);
           if (cursor === null) return false;
+          // An environment without enabled endpoints (most, when nobody uses webhooks) skips its
+          // events unread: the sends' events cost the worker nothing then.
+          if (!(await repo.hasEnabledEndpoints(env.env_id))) {
+            await repo.setCursor(env.env_id, Math.max(cursor, env.last_id));
+            return false;
+          }
           const rows = await repo.transitionsAfter(env.env_id, cursor, limit);
           if (rows.length === 0) return false;
           made += await this.outbox.write(repo, eventsOfTransitions(rows));
