@@ -1,6 +1,6 @@
 // npm run bench: Clarion against a raw baseline measured in the same run on the same machine.
 // Scenarios (BENCH_ONLY=name,name to pick): send (SQLite, plus BENCH_BEFORE_REF), postgres,
-// seeded (cost as the work grows), email, webpush.
+// seeded (cost as the work grows), email, webpush, webhooks.
 import os from 'node:os';
 import { checkoutBefore } from './before.js';
 import { clarionDelivery, rawBaselines } from './email-delivery.js';
@@ -103,6 +103,11 @@ async function main() {
     for (const [sender, rate] of Object.entries(raw.rates)) console.log(`  raw ${sender.padEnd(29)}: ${fmt(rate, 0)} msg/s${sender === raw.fastest ? ' (fastest: the baseline)' : ''}`);
     console.log(`  Clarion (API -> queue -> worker) : ${fmt(ours, 0)} msg/s`);
     console.log(`  ratio ${fmt((ours / baseline) * 100)}% of the fastest raw sender, ${raw.fastest} (target >= 80%)`);
+  }
+
+  if (wants('webhooks')) {
+    const { runWebhookBench, printWebhookBench } = await import('./webhooks.js');
+    printWebhookBench(await runWebhookBench());
   }
 
   if (wants('webpush')) {

@@ -42,6 +42,14 @@ export interface Config extends TelephonySettings {
   slackApiUrl: string;
   /** FCM HTTP v1 API base (CLARION_FCM_BASE_URL); server configuration, so not behind the SSRF guard. */
   fcmBaseUrl: string;
+  /** A webhook attempt is a success only with a 2xx within this long (CLARION_WEBHOOK_TIMEOUT_SECONDS). */
+  webhookTimeoutMs: number;
+  /** Webhook requests in flight per worker process, all endpoints together. */
+  webhookConcurrency: number;
+  /** Webhook requests in flight per endpoint per worker process. */
+  webhookEndpointConcurrency: number;
+  /** How often a worker looks for new events and due webhook retries, in ms. */
+  webhookPollMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -150,5 +158,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apnsCaFile: env.CLARION_APNS_CA_FILE || undefined,
     slackApiUrl: slackApiUrl(env.CLARION_SLACK_API_URL),
     fcmBaseUrl: httpUrl(env, 'CLARION_FCM_BASE_URL', 'https://fcm.googleapis.com'),
+    webhookTimeoutMs: int(env, 'CLARION_WEBHOOK_TIMEOUT_SECONDS', 15, 1) * 1000,
+    webhookConcurrency: int(env, 'CLARION_WEBHOOK_CONCURRENCY', 64, 1),
+    webhookEndpointConcurrency: int(env, 'CLARION_WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1),
+    webhookPollMs: int(env, 'CLARION_WEBHOOK_POLL_MS', 250, 10),
   };
 }

@@ -27,6 +27,7 @@ import { TelephonyRepository } from './modules/telephony/telephony.repository.js
 import { TemplatesService } from './modules/templates/templates.service.js';
 import { TypesService } from './modules/types/types.service.js';
 import { UsersService } from './modules/users/users.service.js';
+import { WebhooksService } from './modules/webhooks/webhooks.service.js';
 import { LiquidRenderer } from './rendering/liquid.js';
 
 /** Repositories more than one service (or a worker) reads through, built once over `deps.db`. */
@@ -68,6 +69,8 @@ export interface Services {
   telephonyCallbacks: TelephonyCallbacks;
   sending: SendingService;
   logs: LogsService;
+  /** Webhook endpoints and this process's webhook worker (started with the other workers). */
+  webhooks: WebhooksService;
   /** Local stand-ins for providers (src/local-providers). */
   mailCatcher: MailCatcherService;
   /** The development carrier; null when Twilio credentials are configured (no /dev-carrier routes). */
@@ -114,6 +117,7 @@ export function buildServices(deps: Deps): Services {
     telephonyCallbacks: new TelephonyCallbacks(deps, users, repositories.telephony),
     sending: new SendingService(deps, deps.queue),
     logs: new LogsService(deps, deps.queue),
+    webhooks: new WebhooksService(deps),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),
     devCarrier: telephonyEndpoint(deps)?.dev ? new DevCarrier(deps, numbers, repositories.telephony) : null,
   };

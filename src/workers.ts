@@ -5,6 +5,7 @@ import type { DeliveryWorker } from './modules/sending/delivery.worker.js';
 import { type Executors, buildExecutors } from './modules/sending/executors/index.js';
 import { registerSendingJobs } from './modules/sending/sending.jobs.js';
 import { registerMaintenanceJobs } from './modules/system/maintenance.jobs.js';
+import { startWebhookJobs } from './modules/webhooks/webhooks.jobs.js';
 
 export interface Workers {
   /** Channels this process can deliver. */
@@ -29,6 +30,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   registerLogJobs(deps, services.logs);
   const maintenance = registerMaintenanceJobs(deps);
   await deps.queue.start();
+  const webhooks = startWebhookJobs(services.webhooks);
 
   // Every hour (as before: not at start), each process schedules that hour's purge; it runs once.
   const schedule = () => maintenance.schedulePurge().catch((err) => deps.logger.warn({ err }, 'could not schedule the retention purge'));
@@ -50,6 +52,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
 
   async function stopAll(): Promise<void> {
     clearInterval(timer);
+    await webhooks.stop();
     await deps.queue.stop();
     await worker.close();
     await closeExecutors();

@@ -127,6 +127,20 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'GET /settings/slack': 'environment',
   'PUT /settings/slack': 'environment',
   'DELETE /settings/slack': 'environment',
+
+  // Webhooks
+  'POST /webhooks': 'environment',
+  'GET /webhooks': 'environment',
+  'GET /webhooks/events': 'environment',
+  'PUT /webhooks/events': 'environment',
+  'DELETE /webhooks/events': 'environment',
+  'GET /webhooks/:endpointId': 'environment',
+  'PUT /webhooks/:endpointId': 'environment',
+  'DELETE /webhooks/:endpointId': 'environment',
+  'POST /webhooks/:endpointId/secret': 'environment',
+  'GET /webhooks/:endpointId/attempts': 'environment',
+  'POST /webhooks/:endpointId/events/:eventId/replay': 'environment',
+  'POST /webhooks/:endpointId/recover': 'environment',
 };
 
 /** How a route with this permission authenticates its caller. */

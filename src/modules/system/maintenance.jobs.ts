@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps.js';
 import { LogsRepository } from '../logs/logs.repository.js';
 import { IdempotencyRepository } from '../sending/idempotency.repository.js';
+import { WebhooksRepository } from '../webhooks/webhooks.repository.js';
 
 export const PURGE_JOB = 'system.purge';
 
@@ -22,6 +23,8 @@ export function registerMaintenanceJobs(deps: Deps): Maintenance {
     const now = deps.clock.now().getTime();
     // Messages with their deliveries and attempts, delivery events and provider reports, in batches.
     await deps.ledger.purgeBefore(new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString());
+    // Webhook events and attempts go with the same retention (pending deliveries stay until settled).
+    await new WebhooksRepository(deps.db, deps.storage.dialect).purgeBefore(new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString());
     await new IdempotencyRepository(deps.db).purgeBefore(new Date(now - DAY_MS).toISOString());
     await new LogsRepository(deps.db).purgeQueriesBefore(new Date(now - DAY_MS).toISOString());
   };
