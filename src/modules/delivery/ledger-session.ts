@@ -103,6 +103,32 @@ export class LedgerSession {
     return moved.length > 0;
   }
 
+  /**
+   * markProcessed for many messages processed at the same time `at`: one UPDATE per group of
+   * messages in the same state with the same skipped channels (usually one for a batch). Returns
+   * the tracking ids moved.
+   */
+  async markProcessedMany(items: { message: MessageIdentity & { state: string }; skipped: Record<string, string> }[], at: string): Promise<Set<string>> {
+    const groups = new Map<string, { from: string; skipped: Record<string, string>; ids: string[] }>();
+    for (const { message, skipped } of items) {
+      const json = JSON.stringify(skipped);
+      const key = `${message.state}\u0000${json}`;
+      const group = groups.get(key);
+      if (group) group.ids.push(message.tracking_id);
+      else groups.set(key, { from: message.state, skipped, ids: [message.tracking_id] });
+    }
+    const moved = new Set<string>();
+    for (const { from, skipped, ids } of groups.values()) {
+      const changed = await this.changeMessages(ids, from as MessageState, 'processed', {
+        patch: { processed_at: at, skipped: JSON.stringify(skipped) },
+        at,
+        details: Object.keys(skipped).length > 0 ? { skipped } : null,
+      });
+      for (const m of changed) moved.add(m.tracking_id);
+    }
+    return moved;
+  }
+
   /** Fails, with a code and reason, those of these messages still queued or scheduled; returns their ids. */
   async failMessages(trackingIds: string[], failure: MessageFailure): Promise<string[]> {
     const patch: Updateable<MessagesTable> = {
