@@ -1,8 +1,8 @@
-import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import { invalid } from '../../errors.js';
 import { resolvePublicAddress } from '../../net/ssrf.js';
 import { DeliveryError, type DeliveryResult, type EmailMessage, type EmailProvider } from '../types.js';
 import { PlainTextCache, composeEmail } from './compose.js';
+import { MimeBuilder } from './mime-builder.js';
 import { SmtpPool } from './smtp-pool.js';
 
 /** Where and how to reach an SMTP server, read from `smtp[s]://user:pass@host:port?options`. */
@@ -74,6 +74,8 @@ export interface SmtpProviderOptions {
   socketTimeoutMs?: number;
   /** EHLO name; defaults to the host name. */
   clientName?: string;
+  /** Where messages are built, shared by the providers of a process (one thread); the provider's own otherwise. */
+  mime?: MimeBuilder;
 }
 
 /** Nodemailer error codes that mean "could not talk to the server", worth retrying. */
@@ -147,7 +149,8 @@ export function classifySmtpError(error: unknown, message: Pick<EmailMessage, 't
 /**
  * Sends over one pool of SMTP connections (SmtpPool), shared by every send through this
  * provider. Each message is built to one buffer by nodemailer's MailComposer, the composer its
- * pooled transport used (the same MIME message, the same envelope).
+ * pooled transport used (the same MIME message, the same envelope), on a thread of its own
+ * (MimeBuilder).
  */
 export class SmtpEmailProvider implements EmailProvider {
   readonly name = 'smtp';
@@ -156,9 +159,14 @@ export class SmtpEmailProvider implements EmailProvider {
   private closed = false;
   /** Text alternatives of recently sent HTML (a broadcast repeats it). */
   private readonly plainText = new PlainTextCache();
+  private readonly mime: MimeBuilder;
+  /** The builder is this provider's own, closed with it. */
+  private readonly ownMime: boolean;
 
   constructor(private readonly options: SmtpProviderOptions) {
     this.endpoint = parseSmtpUrl(options.url);
+    this.ownMime = !options.mime;
+    this.mime = options.mime ?? new MimeBuilder();
   }
 
   private async createPool(): Promise<SmtpPool> {
@@ -219,10 +227,8 @@ export class SmtpEmailProvider implements EmailProvider {
       });
     }
     try {
-      const mime = new MailComposer(composed.options).compile();
-      const envelope = mime.getEnvelope();
-      const raw = await mime.build();
-      const info = await pool.send({ from: envelope.from || '', to: envelope.to }, raw);
+      const { envelope, raw } = await this.mime.build(composed.options);
+      const info = await pool.send(envelope, raw);
       return {
         providerMessageId: composed.messageId,
         response: info.response,
@@ -245,5 +251,6 @@ export class SmtpEmailProvider implements EmailProvider {
     const pool = this.pool;
     this.pool = undefined;
     if (pool) (await pool.catch(() => undefined))?.close();
+    if (this.ownMime) await this.mime.close();
   }
 }
