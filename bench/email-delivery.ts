@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { SMTPServer } from 'smtp-server';
 import { RAW_SENDERS, type RawSender } from './email-raw-sender.js';
-import { CLARION_LOG_LEVEL, ROOT, freePort, start, stop } from './lib.js';
+import { CLARION_LOG_LEVEL, ROOT, cpuMicros, freePort, median, start, stop } from './lib.js';
 
 /**
  * An SMTP sink that records when each message finished arriving. TCP_NODELAY on its side: its
@@ -47,6 +47,12 @@ const rate = (arrivals: number[], n: number) => ((n - 1) / (arrivals[n - 1] - ar
 
 const HTML = '<h1>Hello</h1><p>Your order has shipped. Track it in your account.</p>';
 
+/** One sender's run: its rate, and its process's CPU time per mail over the same window (µs). */
+export interface EmailRun {
+  rate: number;
+  cpuUsPerMail?: number;
+}
+
 /**
  * One raw sender (bench/email-raw-sender.ts) in its own process, as Clarion's worker is, into a
  * fresh sink in this one. The rate counts from the moment the sender starts its work (it says
@@ -54,7 +60,7 @@ const HTML = '<h1>Hello</h1><p>Your order has shipped. Track it in your account.
  * every mail before sending the first (the prebuilt one) would otherwise leave the building,
  * which Clarion's worker does inside its window, out of its own.
  */
-export async function rawSmtp(sender: RawSender, n: number): Promise<number> {
+export async function rawSmtp(sender: RawSender, n: number): Promise<EmailRun> {
   const s = await sink();
   try {
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/email-raw-sender.ts')], {
@@ -63,32 +69,29 @@ export async function rawSmtp(sender: RawSender, n: number): Promise<number> {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let started = Number.NaN;
+    let out = '';
     child.stdout.on('data', (chunk: Buffer) => {
-      if (Number.isNaN(started) && chunk.toString().includes('START')) started = performance.now();
+      out += chunk.toString();
+      if (Number.isNaN(started) && out.includes('START')) started = performance.now();
     });
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
     await Promise.race([s.waitFor(n), exited.then((code) => s.arrivals.length < n && Promise.reject(new Error(`${sender} exited ${code} after ${s.arrivals.length}/${n} mails`)))]);
     await exited;
     if (Number.isNaN(started)) throw new Error(`${sender} never said START`);
-    return (n / (s.arrivals[n - 1] - started)) * 1000;
+    const cpu0 = /START (\d+)/.exec(out);
+    const cpu1 = /DONE (\d+)/.exec(out);
+    return { rate: (n / (s.arrivals[n - 1] - started)) * 1000, ...(cpu0 && cpu1 ? { cpuUsPerMail: (Number(cpu1[1]) - Number(cpu0[1])) / n } : {}) };
   } finally {
     await s.close();
   }
 }
 
-/** Every raw sender in turn; the fastest is the baseline. */
-export async function rawBaselines(n: number): Promise<{ rates: Record<RawSender, number>; fastest: RawSender }> {
-  const rates = {} as Record<RawSender, number>;
-  for (const sender of Object.keys(RAW_SENDERS) as RawSender[]) rates[sender] = await rawSmtp(sender, n);
-  const fastest = (Object.keys(rates) as RawSender[]).reduce((a, b) => (rates[b] > rates[a] ? b : a));
-  return { rates, fastest };
-}
-
 /**
  * Clarion: N sends accepted by an API-only process (so they all wait in the queue), then one
- * worker process delivers them. The rate counts from the first mail to the last at the sink.
+ * worker process delivers them. The rate counts from the first mail to the last at the sink,
+ * the worker's CPU time over the same window.
  */
-export async function clarionDelivery(n: number): Promise<number> {
+export async function clarionDelivery(n: number): Promise<EmailRun> {
   const s = await sink();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-bench-mail-'));
   const env = { CLARION_DATA_DIR: dataDir, SMTP_URL: s.url, DATABASE_URL: '' };
@@ -116,11 +119,42 @@ export async function clarionDelivery(n: number): Promise<number> {
       env: { ...process.env, ...env, LOG_LEVEL: CLARION_LOG_LEVEL },
       stdio: 'ignore',
     });
+    await s.waitFor(1);
+    const cpu0 = cpuMicros(child.pid);
     await s.waitFor(n);
+    const cpu1 = cpuMicros(child.pid);
     await stop(child);
-    return rate(s.arrivals, n);
+    return { rate: rate(s.arrivals, n), ...(cpu0 !== undefined && cpu1 !== undefined ? { cpuUsPerMail: (cpu1 - cpu0) / (n - 1) } : {}) };
   } finally {
     await s.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+export interface EmailRounds {
+  /** Per raw sender, its run in each round. */
+  raw: Record<RawSender, EmailRun[]>;
+  clarion: EmailRun[];
+  /** The raw sender with the highest median rate: the baseline. */
+  fastest: RawSender;
+  /** Per round, Clarion's rate divided by the baseline sender's in the same round. */
+  ratios: number[];
+}
+
+/**
+ * `rounds` rounds of every raw sender then Clarion. Other work on the machine moves a rate by
+ * tens of percent from one minute to the next; a ratio of two runs taken in the same round is
+ * steadier than one of runs minutes apart, and the median of the rounds' ratios steadier still.
+ */
+export async function emailRounds(n: number, rounds: number): Promise<EmailRounds> {
+  const senders = Object.keys(RAW_SENDERS) as RawSender[];
+  const raw = Object.fromEntries(senders.map((s) => [s, [] as EmailRun[]])) as Record<RawSender, EmailRun[]>;
+  const clarion: EmailRun[] = [];
+  for (let round = 0; round < rounds; round++) {
+    for (const sender of senders) raw[sender].push(await rawSmtp(sender, n));
+    clarion.push(await clarionDelivery(n));
+  }
+  const medianRate = (runs: EmailRun[]) => median(runs.map((r) => r.rate));
+  const fastest = senders.reduce((a, b) => (medianRate(raw[b]) > medianRate(raw[a]) ? b : a));
+  return { raw, clarion, fastest, ratios: clarion.map((c, i) => c.rate / raw[fastest][i].rate) };
 }

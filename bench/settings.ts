@@ -7,6 +7,8 @@ export const BENCH = {
     return Math.max(1, Math.round(Number(process.env.BENCH_SECONDS ?? 16) / this.rounds));
   },
   emails: Number(process.env.BENCH_EMAILS ?? 2000),
+  /** Rounds of the email scenario (every raw sender, then Clarion, per round). */
+  emailRounds: Number(process.env.BENCH_EMAIL_ROUNDS ?? 3),
   /** Users and delivered messages bulk-loaded for the "cost as the work grows" scenario. */
   seedSize: Number(process.env.BENCH_SEED ?? 1_000_000),
   /** Which scenarios run: comma-separated names, or all. */

@@ -67,6 +67,35 @@ describe.each(STORAGE_KINDS)('delivery_events (%s)', (kind) => {
     expect(await messageState(storage.db, a2.tracking_id)).toBe('canceled');
   });
 
+  it('records a batch of provider calls as one by one: each success moves its delivery with its own values, in order; a delivery no longer pending is left alone', async () => {
+    const { ledger, lines } = capturingLedger(storage);
+    const m = messageRow({ tracking_id: 'ev-batch', account_id: 'acc', env_id: 'env-batch', state: 'processed' });
+    const [email, push, inapp, sms] = (['email', 'web_push', 'inapp', 'sms'] as const).map((channel) => deliveryRow(m, { id: `ev-batch-${channel}`, channel }));
+    const settled = { ...sms, status: 'sent' as const, attempts: 1, sent_at: AT };
+    await seed(storage.db, [m], [email, push, inapp, settled]);
+    const later = '2026-01-15T10:00:05.000Z';
+    const changed = await ledger.transaction((tx) =>
+      tx.recordAttempts([
+        { kind: 'sent', deliveryId: email.id, attempt: attempt(email.id, 1), success: { at: AT, providerMessageId: 'm-1', extra: { email_sent_message_id: '<m-1>' } } },
+        { kind: 'failed', deliveryId: push.id, attempt: { ...attempt(push.id, 1), outcome: 'failed' }, failure: { at: AT, code: 'GONE', reason: 'expired' } },
+        { kind: 'sent', deliveryId: inapp.id, attempt: attempt(inapp.id, 2), success: { at: later, delivered: true } },
+        { kind: 'sent', deliveryId: sms.id, attempt: attempt(sms.id, 2), success: { at: later, providerMessageId: 'SM-again' } },
+      ]),
+    );
+    expect(changed).toEqual([true, true, true, false]);
+    expect(await deliveryOf(storage.db, email.id)).toMatchObject({ status: 'sent', attempts: 1, sent_at: AT, delivered_at: null, provider_message_id: 'm-1', extra: '{"email_sent_message_id":"<m-1>"}', updated_at: AT });
+    expect(await deliveryOf(storage.db, push.id)).toMatchObject({ status: 'failed', failed_code: 'GONE' });
+    expect(await deliveryOf(storage.db, inapp.id)).toMatchObject({ status: 'delivered', attempts: 2, sent_at: later, delivered_at: later, provider_message_id: null, extra: null });
+    expect(await deliveryOf(storage.db, sms.id)).toMatchObject({ status: 'sent', attempts: 1, provider_message_id: null });
+    const events = await eventsOf(storage.db, { envId: 'env-batch' });
+    expect(events.map((e) => [e.id, e.delivery_id, e.from_state, e.to_state, e.at])).toEqual([
+      [1, email.id, 'pending', 'sent', AT],
+      [2, push.id, 'pending', 'failed', AT],
+      [3, inapp.id, 'pending', 'delivered', later],
+    ]);
+    expect(lines.some((l) => l.deliveryId === sms.id && String(l.msg).includes('no longer in the expected state'))).toBe(true);
+  });
+
   it('rolls the events back with their transaction', async () => {
     const { ledger } = capturingLedger(storage);
     const m = messageRow({ tracking_id: 'rb-1', account_id: 'acc', env_id: 'env-rb', state: 'queued' });

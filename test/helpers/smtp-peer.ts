@@ -31,6 +31,8 @@ export interface SmtpPeer {
   options: SmtpPeerOptions;
   /** Resolves once `count` messages have arrived. */
   waitFor(count: number): Promise<ReceivedMail[]>;
+  /** Ends every open connection from the server's side (as a server's idle timeout does); keeps listening. */
+  dropConnections(): void;
   close(): Promise<void>;
 }
 
@@ -133,6 +135,9 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
     waitFor(count) {
       if (messages.length >= count) return Promise.resolve(messages.slice());
       return new Promise((resolve) => waiters.push({ count, resolve }));
+    },
+    dropConnections() {
+      for (const s of sockets) s.destroy();
     },
     async close() {
       for (const s of sockets) s.destroy();

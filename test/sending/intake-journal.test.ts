@@ -8,6 +8,8 @@ import { countAcceptedSends } from '../helpers/sends.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 import { type Workers, startWorkers } from '../../src/workers.js';
+import { DeliveryWorker } from '../../src/modules/sending/delivery.worker.js';
+import { buildExecutors } from '../../src/modules/sending/executors/index.js';
 
 describe.each(STORAGE_KINDS)('accepted sends before and during ingestion (%s)', (kind) => {
   let t: TestContext;
@@ -117,5 +119,54 @@ describe('intake journal lookups (sqlite)', () => {
     const plan = (query: string) => (sqlite.prepare(`EXPLAIN QUERY PLAN ${query}`).all() as { detail: string }[]).map((r) => r.detail).join('; ');
     expect(plan("SELECT seq FROM send_intake WHERE last_id >= 'a' AND first_id <= 'a'")).toMatch(/COVERING INDEX send_intake_id_range/);
     expect(plan("SELECT seq FROM send_intake WHERE created_at >= 'a' AND created_at <= 'b' LIMIT 1")).toMatch(/COVERING INDEX send_intake_created/);
+  });
+});
+
+describe('ingesting journal chunks in a batch (sqlite)', () => {
+  let t: TestContext;
+  beforeEach(async () => {
+    t = await createTestContext('sqlite');
+  });
+  afterEach(async () => {
+    await t.close();
+  });
+
+  it('gives each chunk the outcome of its own job: a failing one stays for its retry, the others are processed and dropped', async () => {
+    const sqlite = t.deps.storage.sqlite!;
+    const ids: string[] = [];
+    // One request at a time: one chunk each.
+    for (const title of ['broken', 'fine']) {
+      const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'batch_ingest', to: { id: `b-${title}` }, inapp: { title } } });
+      ids.push(res.json().trackingId);
+    }
+    const seqs = (sqlite.prepare('SELECT seq FROM send_intake ORDER BY seq').all() as { seq: number }[]).map((r) => r.seq);
+    expect(seqs).toHaveLength(2);
+    const { executors, close } = buildExecutors(t.deps, t.services);
+    const inapp = executors.INAPP_WEB!;
+    const preview = inapp.preview.bind(inapp);
+    inapp.preview = (content) => {
+      if (content.title === 'broken') throw new Error('preview exploded');
+      return preview(content);
+    };
+    const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
+    const state = (trackingId: string) => sqlite.prepare('SELECT state, failed_code FROM messages WHERE tracking_id = ?').get(trackingId) as { state: string; failed_code: string | null } | undefined;
+    const job = (attempt: number) => ({ id: '', name: 'sends.ingest', attempt, maxAttempts: 3 });
+    try {
+      const first = await worker.ingestChunks(seqs.map((seq) => ({ data: { seq }, job: job(1) })));
+      expect((first[0] as Error).message).toContain('preview exploded');
+      expect(first[1]).toBeUndefined();
+      expect((sqlite.prepare('SELECT seq FROM send_intake').all() as { seq: number }[]).map((r) => r.seq)).toEqual([seqs[0]]);
+      expect(state(ids[0])).toMatchObject({ state: 'queued' });
+      expect(state(ids[1])).toMatchObject({ state: 'processed' });
+
+      // Its last attempt: the message fails for good, the chunk is dropped, the job ends without a retry.
+      const last = await worker.ingestChunks([{ data: { seq: seqs[0] }, job: job(3) }]);
+      expect((last[0] as Error).name).toBe('PermanentJobError');
+      expect(sqlite.prepare('SELECT count(*) AS n FROM send_intake').get()).toEqual({ n: 0 });
+      expect(state(ids[0])).toMatchObject({ state: 'failed', failed_code: 'PROCESSING_FAILED' });
+    } finally {
+      await worker.close();
+      await close();
+    }
   });
 });

@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps.js';
 import type { EmailProvider } from '../types.js';
 import { MailCatcherEmailProvider, type MailCatcherStore } from './mail-catcher.js';
+import { MimeBuilder } from './mime-builder.js';
 import { SmtpEmailProvider, type SmtpProviderOptions } from './smtp.js';
 
 export type EmailProviderDeps = Pick<Deps, 'config' | 'ids' | 'clock' | 'secrets'>;
@@ -12,7 +13,7 @@ export interface EmailStores {
 }
 
 /** Transport tuning shared by every SMTP provider the registry creates. */
-export type SmtpTuning = Partial<Omit<SmtpProviderOptions, 'url' | 'guard' | 'allowPrivateNetworks'>>;
+export type SmtpTuning = Partial<Omit<SmtpProviderOptions, 'url' | 'guard' | 'allowPrivateNetworks' | 'mime'>>;
 
 /** Which provider an environment's mail goes through, and why. */
 export type EmailRoute = { kind: 'environment'; url: string } | { kind: 'server'; url: string } | { kind: 'mail-catcher' };
@@ -25,6 +26,8 @@ export type EmailRoute = { kind: 'environment'; url: string } | { kind: 'server'
 export class EmailProviders {
   readonly mailCatcher: MailCatcherEmailProvider;
   private readonly pools = new Map<string, SmtpEmailProvider>();
+  /** One MIME thread for every SMTP provider of the process. */
+  private readonly mime = new MimeBuilder();
   private closed = false;
 
   constructor(
@@ -63,6 +66,7 @@ export class EmailProviders {
       provider = new SmtpEmailProvider({
         ...this.tuning,
         url: route.url,
+        mime: this.mime,
         allowPrivateNetworks: this.deps.config.allowPrivateNetworks,
         ...(guarded ? { guard: { allowPrivateNetworks: this.deps.config.allowPrivateNetworks } } : {}),
       });
@@ -81,6 +85,7 @@ export class EmailProviders {
     const all = [...this.pools.values()];
     this.pools.clear();
     await Promise.all([...all.map((p) => p.close()), this.mailCatcher.close()]);
+    await this.mime.close();
   }
 }
 

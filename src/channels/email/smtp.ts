@@ -1,9 +1,9 @@
-import nodemailer, { type Transporter } from 'nodemailer';
-import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js';
 import { invalid } from '../../errors.js';
 import { resolvePublicAddress } from '../../net/ssrf.js';
 import { DeliveryError, type DeliveryResult, type EmailMessage, type EmailProvider } from '../types.js';
 import { PlainTextCache, composeEmail } from './compose.js';
+import { MimeBuilder } from './mime-builder.js';
+import { SmtpPool } from './smtp-pool.js';
 
 /** Where and how to reach an SMTP server, read from `smtp[s]://user:pass@host:port?options`. */
 export interface SmtpEndpoint {
@@ -74,6 +74,8 @@ export interface SmtpProviderOptions {
   socketTimeoutMs?: number;
   /** EHLO name; defaults to the host name. */
   clientName?: string;
+  /** Where messages are built, shared by the providers of a process (one thread); the provider's own otherwise. */
+  mime?: MimeBuilder;
 }
 
 /** Nodemailer error codes that mean "could not talk to the server", worth retrying. */
@@ -144,20 +146,30 @@ export function classifySmtpError(error: unknown, message: Pick<EmailMessage, 't
   return new DeliveryError('SMTP_ERROR', `SMTP delivery failed: ${text}`, { retryable: true, ...(err.code ? { providerCode: err.code } : {}) });
 }
 
-/** Sends over one pooled SMTP transport (nodemailer), shared by every send through this provider. */
+/**
+ * Sends over one pool of SMTP connections (SmtpPool), shared by every send through this
+ * provider. Each message is built to one buffer by nodemailer's MailComposer, the composer its
+ * pooled transport used (the same MIME message, the same envelope), on a thread of its own
+ * (MimeBuilder).
+ */
 export class SmtpEmailProvider implements EmailProvider {
   readonly name = 'smtp';
   readonly endpoint: SmtpEndpoint;
-  private transport?: Promise<Transporter<SMTPPool.SentMessageInfo>>;
+  private pool?: Promise<SmtpPool>;
   private closed = false;
   /** Text alternatives of recently sent HTML (a broadcast repeats it). */
   private readonly plainText = new PlainTextCache();
+  private readonly mime: MimeBuilder;
+  /** The builder is this provider's own, closed with it. */
+  private readonly ownMime: boolean;
 
   constructor(private readonly options: SmtpProviderOptions) {
     this.endpoint = parseSmtpUrl(options.url);
+    this.ownMime = !options.mime;
+    this.mime = options.mime ?? new MimeBuilder();
   }
 
-  private async createTransport(): Promise<Transporter<SMTPPool.SentMessageInfo>> {
+  private async createPool(): Promise<SmtpPool> {
     const e = this.endpoint;
     let host = e.host;
     let servername: string | undefined;
@@ -167,45 +179,43 @@ export class SmtpEmailProvider implements EmailProvider {
       // TLS still checks the certificate against the name the user gave.
       if (pinned.address !== e.host) servername = e.host;
     }
-    const poolOptions: SMTPPool.Options = {
-      pool: true,
-      host,
-      port: e.port,
-      secure: e.secure,
-      ...(servername ? { servername } : {}),
+    return new SmtpPool({
+      connection: {
+        host,
+        port: e.port,
+        secure: e.secure,
+        ...(servername ? { servername } : {}),
+        ...(e.requireTLS !== undefined ? { requireTLS: e.requireTLS } : {}),
+        ...(e.ignoreTLS !== undefined ? { ignoreTLS: e.ignoreTLS } : {}),
+        ...(e.rejectUnauthorized !== undefined ? { tls: { rejectUnauthorized: e.rejectUnauthorized } } : {}),
+        connectionTimeout: this.options.connectionTimeoutMs ?? 15_000,
+        greetingTimeout: this.options.greetingTimeoutMs ?? 15_000,
+        socketTimeout: this.options.socketTimeoutMs ?? 60_000,
+        ...(this.options.clientName ? { name: this.options.clientName } : {}),
+      },
       ...(e.user !== undefined ? { auth: { user: e.user, pass: e.pass ?? '' } } : {}),
-      ...(e.requireTLS !== undefined ? { requireTLS: e.requireTLS } : {}),
-      ...(e.ignoreTLS !== undefined ? { ignoreTLS: e.ignoreTLS } : {}),
-      ...(e.rejectUnauthorized !== undefined ? { tls: { rejectUnauthorized: e.rejectUnauthorized } } : {}),
       maxConnections: this.options.maxConnections ?? 5,
       maxMessages: 100,
-      connectionTimeout: this.options.connectionTimeoutMs ?? 15_000,
-      greetingTimeout: this.options.greetingTimeoutMs ?? 15_000,
-      socketTimeout: this.options.socketTimeoutMs ?? 60_000,
-      ...(this.options.clientName ? { name: this.options.clientName } : {}),
-      disableFileAccess: true,
-      disableUrlAccess: true,
-    };
-    return nodemailer.createTransport(poolOptions);
+    });
   }
 
-  private getTransport(): Promise<Transporter<SMTPPool.SentMessageInfo>> {
+  private getPool(): Promise<SmtpPool> {
     if (this.closed) throw new DeliveryError('SMTP_ERROR', 'This SMTP provider is closed.', { retryable: true });
-    if (!this.transport) {
-      this.transport = this.createTransport();
+    if (!this.pool) {
+      this.pool = this.createPool();
       // A failed guard check must not stay cached forever (DNS may be fixed); try again next time.
-      this.transport.catch(() => {
-        this.transport = undefined;
+      this.pool.catch(() => {
+        this.pool = undefined;
       });
     }
-    return this.transport;
+    return this.pool;
   }
 
   async send(message: EmailMessage): Promise<DeliveryResult> {
     const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks }, this.plainText);
-    let transport: Transporter<SMTPPool.SentMessageInfo>;
+    let pool: SmtpPool;
     try {
-      transport = await this.getTransport();
+      pool = await this.getPool();
     } catch (err) {
       if (err instanceof DeliveryError) throw err;
       const e = err as { code?: string; message?: string };
@@ -217,7 +227,8 @@ export class SmtpEmailProvider implements EmailProvider {
       });
     }
     try {
-      const info = await transport.sendMail(composed.options);
+      const { envelope, raw } = await this.mime.build(composed.options);
+      const info = await pool.send(envelope, raw);
       return {
         providerMessageId: composed.messageId,
         response: info.response,
@@ -231,14 +242,15 @@ export class SmtpEmailProvider implements EmailProvider {
 
   /** Opens a connection and authenticates, without sending (settings check). */
   async verify(): Promise<void> {
-    const transport = await this.getTransport();
-    await transport.verify();
+    const pool = await this.getPool();
+    await pool.verify();
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    const transport = this.transport;
-    this.transport = undefined;
-    if (transport) (await transport.catch(() => undefined))?.close();
+    const pool = this.pool;
+    this.pool = undefined;
+    if (pool) (await pool.catch(() => undefined))?.close();
+    if (this.ownMime) await this.mime.close();
   }
 }

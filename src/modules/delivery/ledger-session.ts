@@ -103,6 +103,32 @@ export class LedgerSession {
     return moved.length > 0;
   }
 
+  /**
+   * markProcessed for many messages processed at the same time `at`: one UPDATE per group of
+   * messages in the same state with the same skipped channels (usually one for a batch). Returns
+   * the tracking ids moved.
+   */
+  async markProcessedMany(items: { message: MessageIdentity & { state: string }; skipped: Record<string, string> }[], at: string): Promise<Set<string>> {
+    const groups = new Map<string, { from: string; skipped: Record<string, string>; ids: string[] }>();
+    for (const { message, skipped } of items) {
+      const json = JSON.stringify(skipped);
+      const key = `${message.state}\u0000${json}`;
+      const group = groups.get(key);
+      if (group) group.ids.push(message.tracking_id);
+      else groups.set(key, { from: message.state, skipped, ids: [message.tracking_id] });
+    }
+    const moved = new Set<string>();
+    for (const { from, skipped, ids } of groups.values()) {
+      const changed = await this.changeMessages(ids, from as MessageState, 'processed', {
+        patch: { processed_at: at, skipped: JSON.stringify(skipped) },
+        at,
+        details: Object.keys(skipped).length > 0 ? { skipped } : null,
+      });
+      for (const m of changed) moved.add(m.tracking_id);
+    }
+    return moved;
+  }
+
   /** Fails, with a code and reason, those of these messages still queued or scheduled; returns their ids. */
   async failMessages(trackingIds: string[], failure: MessageFailure): Promise<string[]> {
     const patch: Updateable<MessagesTable> = {
@@ -169,13 +195,43 @@ export class LedgerSession {
    */
   async recordAttempts(outcomes: AttemptOutcome[]): Promise<boolean[]> {
     await this.repo.insertAttempts(outcomes.map((o) => o.attempt));
+    const sent = outcomes.filter((o): o is Extract<AttemptOutcome, { kind: 'sent' }> => o.kind === 'sent');
+    // Two or more successes: one UPDATE for all of them (measured: one per delivery was the
+    // largest statement count of a batch), their transitions checked and recorded as one by one.
+    const moved = sent.length > 1 ? await this.succeededMany(sent) : null;
     const changed: boolean[] = [];
     for (const o of outcomes) {
-      if (o.kind === 'sent') changed.push(await this.succeeded(o.deliveryId, o.attempt, o.success));
+      if (o.kind === 'sent') changed.push(moved ? await this.settledSuccess(o, moved) : await this.succeeded(o.deliveryId, o.attempt, o.success));
       else if (o.kind === 'retry') changed.push(await this.retrying(o.deliveryId, o.attempt, o.at));
       else changed.push(await this.failed(o.deliveryId, o.attempt, o.failure));
     }
     return changed;
+  }
+
+  /** pending -> sent | delivered for several successful calls in one UPDATE; returns the deliveries moved, by id. */
+  private async succeededMany(outcomes: Extract<AttemptOutcome, { kind: 'sent' }>[]): Promise<Map<string, DeliveryIdentity>> {
+    const rows = outcomes
+      .map((o) => ({ id: o.deliveryId, ...successFields(o.success, o.attempt.attempt) }))
+      .filter((row) => deliveryTransitionAllowed('pending', row.status));
+    const moved = await this.repo.updateDeliveriesFrom(rows, 'pending');
+    return new Map(moved.map((d) => [d.id, d]));
+  }
+
+  /** Records the transition succeededMany made for one outcome, or says why it made none. */
+  private async settledSuccess(o: Extract<AttemptOutcome, { kind: 'sent' }>, moved: Map<string, DeliveryIdentity>): Promise<boolean> {
+    const to = successFields(o.success, o.attempt.attempt).status;
+    if (!deliveryTransitionAllowed('pending', to)) {
+      this.refuse('delivery', 'pending', to, { deliveryId: o.deliveryId });
+      return false;
+    }
+    const row = moved.get(o.deliveryId);
+    if (row) {
+      this.record('delivery', row, 'pending', to, o.success.at, null, null);
+      return true;
+    }
+    const current = await this.repo.deliveryStatus(o.deliveryId);
+    if (current !== undefined) this.notApplied('delivery', current, to, { deliveryId: o.deliveryId });
+    return false;
   }
 
   /** pending -> sent | delivered after a successful provider call (the attempt is recorded too). */

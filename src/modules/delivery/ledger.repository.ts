@@ -15,6 +15,10 @@ export interface DeliveryIdentity extends MessageIdentity {
   channel: string;
 }
 
+/** The columns updateDeliveriesFrom sets: those of a successful provider call (successFields). */
+const DELIVERY_VALUE_COLUMNS = ['status', 'attempts', 'sent_at', 'delivered_at', 'provider_message_id', 'extra', 'updated_at'] as const;
+export type DeliveryValues = { id: string } & Pick<DeliveryRow, (typeof DELIVERY_VALUE_COLUMNS)[number]>;
+
 /** Rows per INSERT: well under SQLite's bound-parameter limit with 12 columns each. */
 const INSERT_CHUNK = 500;
 
@@ -94,6 +98,26 @@ export class LedgerRepository {
       .where('status', '=', from as DeliveriesTable['status'])
       .returning(['id', 'tracking_id', 'account_id', 'env_id', 'channel'])
       .executeTakeFirst();
+  }
+
+  /**
+   * Changes several deliveries that are in status `from`, each to its own values of `columns`,
+   * in one statement (the rows travel as one JSON parameter); returns those changed.
+   */
+  async updateDeliveriesFrom(rows: DeliveryValues[], from: string): Promise<DeliveryIdentity[]> {
+    if (rows.length === 0) return [];
+    // Keys other than id and the columns are not read.
+    const json = JSON.stringify(rows);
+    const set = sql.join(DELIVERY_VALUE_COLUMNS.map((c) => sql`${sql.ref(c)} = v.${sql.ref(c)}`));
+    const values =
+      this.dialect === 'postgres'
+        ? sql`jsonb_to_recordset(${json}::jsonb) AS v(id text, status text, attempts integer, sent_at text, delivered_at text, provider_message_id text, extra text, updated_at text)`
+        : sql`(SELECT value ->> 'id' AS id, ${sql.join(DELIVERY_VALUE_COLUMNS.map((c) => sql`value ->> ${sql.lit(c)} AS ${sql.ref(c)}`))} FROM json_each(${json})) AS v`;
+    const { rows: changed } = await sql<DeliveryIdentity>`
+      UPDATE deliveries SET ${set} FROM ${values}
+      WHERE deliveries.id = v.id AND deliveries.status = ${from}
+      RETURNING deliveries.id, deliveries.tracking_id, deliveries.account_id, deliveries.env_id, deliveries.channel`.execute(this.db);
+    return changed;
   }
 
   async deliveryStatus(deliveryId: string): Promise<string | undefined> {

@@ -1,0 +1,55 @@
+import { randomBytes } from 'node:crypto';
+import { simpleParser } from 'mailparser';
+import type Mail from 'nodemailer/lib/mailer/index.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MimeBuilder, buildMime } from '../../src/channels/email/mime-builder.js';
+
+const pdf = randomBytes(20_000);
+const options: Mail.Options = {
+  from: { name: 'Clarion Team', address: 'team@clarion.test' },
+  to: { name: 'Ada', address: 'ada@example.test' },
+  cc: [{ name: '', address: 'cc@example.test' }],
+  bcc: [{ name: '', address: 'audit@example.test' }],
+  subject: 'Your report — ready',
+  html: '<p>Hello <b>Ada</b></p>',
+  text: 'Hello Ada',
+  messageId: '<d-1@clarion.test>',
+  headers: { 'X-Clarion-Tracking': 'trk' },
+  attachments: [{ filename: 'report.pdf', content: pdf, contentType: 'application/pdf' }],
+  disableFileAccess: true,
+  disableUrlAccess: true,
+};
+
+describe('MimeBuilder', () => {
+  let builder: MimeBuilder | undefined;
+  afterEach(async () => {
+    await builder?.close();
+  });
+
+  it('builds on its thread the message MailComposer builds here: envelope, headers, parts, attachments', async () => {
+    builder = new MimeBuilder();
+    expect(await builder.whenReady()).toBe(true);
+    const [there, here] = await Promise.all([builder.build(options), buildMime(options)]);
+    expect(there.envelope).toEqual(here.envelope);
+    expect(there.envelope).toEqual({ from: 'team@clarion.test', to: ['ada@example.test', 'cc@example.test', 'audit@example.test'] });
+    expect(Buffer.isBuffer(there.raw)).toBe(true);
+    const [a, b] = await Promise.all([simpleParser(there.raw), simpleParser(here.raw)]);
+    for (const mail of [a, b]) {
+      expect(mail.subject).toBe('Your report — ready');
+      expect(mail.messageId).toBe('<d-1@clarion.test>');
+      expect(mail.headers.get('x-clarion-tracking')).toBe('trk');
+      expect(mail.html).toBe('<p>Hello <b>Ada</b></p>');
+      expect(mail.text).toBe('Hello Ada');
+      expect(mail.bcc).toBeUndefined();
+      expect(mail.attachments.map((x) => [x.filename, x.contentType, x.content.equals(pdf)])).toEqual([['report.pdf', 'application/pdf', true]]);
+    }
+  });
+
+  it('builds on the calling thread once closed', async () => {
+    builder = new MimeBuilder();
+    await builder.close();
+    expect(await builder.whenReady()).toBe(false);
+    const built = await builder.build(options);
+    expect((await simpleParser(built.raw)).subject).toBe('Your report — ready');
+  });
+});

@@ -1,0 +1,93 @@
+// A batch of messages is routed together: their state changes, deliveries and delivery jobs are
+// written with a few statements for the batch; should that fail, each message is written alone.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DELIVER_JOB, DeliveryWorker } from '../../src/modules/sending/delivery.worker.js';
+import { buildExecutors } from '../../src/modules/sending/executors/index.js';
+import type { DeliveryTables } from '../../src/modules/delivery/delivery.tables.js';
+import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
+import { type TestContext, createTestContext } from '../helpers/context.js';
+import { STORAGE_KINDS } from '../helpers/storage.js';
+
+describe.each(STORAGE_KINDS)('routing a batch of messages (%s)', (kind) => {
+  let t: TestContext;
+  beforeEach(async () => {
+    // No workers: the test routes the sends itself.
+    t = await createTestContext(kind);
+  });
+  afterEach(() => t.close());
+  const db = () => t.deps.db.withTables<SendingTables & DeliveryTables>();
+  /** The delivery jobs enqueued (in the transaction that writes their deliveries), by delivery id. */
+  let enqueued: string[] = [];
+  beforeEach(() => {
+    enqueued = [];
+    const queue = t.deps.queue;
+    const [enqueue, enqueueMany] = [queue.enqueue.bind(queue), queue.enqueueMany.bind(queue)];
+    queue.enqueue = (tx, name, data, options) => {
+      if (name === DELIVER_JOB) enqueued.push((data as { deliveryId: string }).deliveryId);
+      return enqueue(tx, name, data, options);
+    };
+    queue.enqueueMany = async (tx, jobs) => {
+      const ids = await enqueueMany(tx, jobs);
+      for (const job of jobs) if (job.name === DELIVER_JOB) enqueued.push((job.data as { deliveryId: string }).deliveryId);
+      return ids;
+    };
+  });
+
+  async function sendAndRoute(type: string): Promise<string[]> {
+    const trackingIds: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type, to: { id: `${type}${i}`, email: `${type}${i}@example.com` }, email: { subject: `s${i}`, html: '<p>x</p>' } } });
+      expect(res.statusCode).toBe(202);
+      trackingIds.push(res.json<{ trackingId: string }>().trackingId);
+    }
+    const { executors, close } = buildExecutors(t.deps, t.services);
+    const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
+    try {
+      if (kind === 'sqlite') {
+        const seqs = (await db().selectFrom('send_intake').select('seq').orderBy('seq').execute()).map((r) => r.seq);
+        const results = await worker.ingestChunks(seqs.map((seq) => ({ data: { seq }, job: { id: '', name: 'sends.ingest', attempt: 1, maxAttempts: 3 } })));
+        expect(results.every((r) => r === undefined)).toBe(true);
+      } else {
+        expect(await worker.processMessages(trackingIds)).toEqual([undefined, undefined, undefined]);
+      }
+    } finally {
+      await worker.close();
+      await close();
+    }
+    return trackingIds;
+  }
+
+  async function expectRouted(trackingIds: string[]): Promise<void> {
+    const messages = await db().selectFrom('messages').select(['tracking_id', 'state', 'processed_at']).where('tracking_id', 'in', trackingIds).execute();
+    expect(messages.map((m) => m.state)).toEqual(['processed', 'processed', 'processed']);
+    const deliveries = await db().selectFrom('deliveries').select(['id', 'tracking_id', 'status']).where('tracking_id', 'in', trackingIds).execute();
+    expect(deliveries.map((d) => d.tracking_id).sort()).toEqual([...trackingIds].sort());
+    expect(deliveries.every((d) => d.status === 'pending')).toBe(true);
+    expect([...enqueued].sort()).toEqual(deliveries.map((d) => d.id).sort());
+    // Per message, in order: queued -> processed, then its delivery new -> pending.
+    const events = await db().selectFrom('delivery_events').select(['tracking_id', 'kind', 'from_state', 'to_state', 'id']).where('tracking_id', 'in', trackingIds).orderBy('id').execute();
+    for (const trackingId of trackingIds) {
+      expect(events.filter((e) => e.tracking_id === trackingId).map((e) => `${e.kind} ${e.from_state ?? 'new'} -> ${e.to_state}`)).toEqual(['message queued -> processed', 'delivery new -> pending']);
+    }
+  }
+
+  it('writes the state, deliveries, jobs and events of every message', async () => {
+    await expectRouted(await sendAndRoute('together'));
+  });
+
+  it('writes each message alone when writing the batch together fails', async () => {
+    const queue = t.deps.queue;
+    const enqueueMany = queue.enqueueMany.bind(queue);
+    let failed = 0;
+    queue.enqueueMany = (tx, jobs) => {
+      if (jobs.some((j) => j.name === DELIVER_JOB) && failed++ === 0) return Promise.reject(new Error('the batch INSERT failed'));
+      return enqueueMany(tx, jobs);
+    };
+    try {
+      await expectRouted(await sendAndRoute('alone'));
+      expect(failed).toBe(1);
+    } finally {
+      queue.enqueueMany = enqueueMany;
+    }
+  });
+});
