@@ -11,6 +11,7 @@ import { TemplatesRepository } from '../templates/templates.repository.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
 import { MessagesRepository } from './messages.repository.js';
 import { Batcher } from '../../storage/batcher.js';
+import { WorkTime } from '../../load.js';
 import type { SendBody, SendResponse } from './sending.schemas.js';
 import { type IntakeResult, type IntakeUnit, SendIntake } from './intake.js';
 import type { MessageRow } from './sending.tables.js';
@@ -86,7 +87,22 @@ export class SendingService {
   ) {
     const intake = new SendIntake(deps, queue);
     const { lanes, maxBatch } = LANES[deps.storage.dialect];
-    this.lanes = Array.from({ length: lanes }, () => new Batcher<IntakeUnit, IntakeResult>((units) => intake.accept(units), maxBatch));
+    let write = (units: IntakeUnit[]) => intake.accept(units);
+    if (deps.storage.dialect === 'postgres') {
+      // Requests wait on the database, not the event loop: the workers of this process give way
+      // while the group commits keep it at work (ApiLoad).
+      const work = new WorkTime();
+      deps.load.measureBackend(work.meter);
+      write = async (units) => {
+        work.begin();
+        try {
+          return await intake.accept(units);
+        } finally {
+          work.end();
+        }
+      };
+    }
+    this.lanes = Array.from({ length: lanes }, () => new Batcher<IntakeUnit, IntakeResult>(write, maxBatch));
   }
 
   /**
