@@ -5,6 +5,7 @@ import { uuidv7 } from 'uuidv7';
 import type { Ids } from '../clock.js';
 import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type WorkOptions, keyedJobId, type JobDb } from './port.js';
 import { type ClaimedJob, type JobBackend, JobRunner } from './runner.js';
+import { prepared } from '../storage/pg-prepared.js';
 import { type CommonQueueOptions, resolveMaxAttempts } from './sqlite-queue.js';
 
 export interface PgBossQueueOptions extends CommonQueueOptions {
@@ -180,12 +181,15 @@ export class PgBossQueue implements Queue, JobBackend {
   }
 
   /**
-   * One pg-boss insert (a single statement for the whole list) and one NOTIFY per name, instead
-   * of a round trip per job: a batch of accepted sends enqueues its jobs together.
+   * One statement for the whole list: pg-boss's insert, with the NOTIFY of each name not yet
+   * notified in this transaction folded into it (a batch of accepted sends enqueues its jobs
+   * together; a round trip less per batch, measured issue 11: each round trip of the intake's
+   * transaction costs both processes CPU on a shared host, and the batch its latency).
    */
   async enqueueMany(tx: JobDb, jobs: JobToEnqueue[]): Promise<string[]> {
     if (jobs.length === 0) return [];
-    for (const name of new Set(jobs.map((j) => j.name))) await this.ensureQueue(name);
+    const names = new Set(jobs.map((j) => j.name));
+    for (const name of names) await this.ensureQueue(name);
     const rows = jobs.map(({ name, data, options = {} }) => {
       const maxAttempts = resolveMaxAttempts(options.maxAttempts, this.options.maxAttempts ?? 10);
       return {
@@ -201,17 +205,30 @@ export class PgBossQueue implements Queue, JobBackend {
         expireInSeconds: Math.max(1, this.lockMs / 1000),
       };
     });
-    await this.boss.insert(rows as PgBoss.JobInsert[], { db: executor(tx) } as PgBoss.InsertOptions);
     const notified = tx.isTransaction ? (this.notifiedIn.get(tx) ?? new Set<string>()) : new Set<string>();
-    for (const name of new Set(jobs.map((j) => j.name))) {
-      if (!notified.has(name)) {
-        await this.exec(tx, 'select pg_notify($1, $2)', [this.channel, name]);
-        notified.add(name);
-      }
-      this.runner.nudge(name);
-    }
+    const notify = [...names].filter((name) => !notified.has(name));
+    await this.boss.insert(rows as PgBoss.JobInsert[], { db: notify.length === 0 ? executor(tx) : this.notifyingExecutor(tx, notify) } as PgBoss.InsertOptions);
+    for (const name of notify) notified.add(name);
     if (tx.isTransaction) this.notifiedIn.set(tx, notified);
+    for (const name of names) this.runner.nudge(name);
     return rows.map((r) => `${r.name}:${r.id}`);
+  }
+
+  /**
+   * Runs pg-boss's insert as a data-modifying WITH of a statement that sends the NOTIFYs (a
+   * WITH's INSERT runs to completion whether or not the outer query reads it).
+   */
+  private notifyingExecutor(tx: JobDb, names: string[]): PgBoss.Db {
+    return {
+      executeSql: async (text: string, values?: unknown[]) => {
+        const params = values ?? [];
+        const n = params.length;
+        // Prepared (one text per schema): pg-boss's insert is long to parse and plan.
+        const sql = prepared(`queue_insert_${this.schema}`, `WITH inserted AS (${text}) SELECT pg_notify($${n + 1}, name) FROM unnest($${n + 2}::text[]) AS name`);
+        await this.exec(tx, sql, [...params, this.channel, names]);
+        return { rows: [] };
+      },
+    };
   }
 
   async cancel(tx: JobDb, jobId: string): Promise<boolean> {
@@ -338,15 +355,32 @@ export class PgBossQueue implements Queue, JobBackend {
     await this.fenced(job, `state = 'completed', completed_on = now(), output = NULL`);
   }
 
-  /** complete() of a batch's jobs in one transaction: one commit instead of one each. */
+  /**
+   * complete() of a batch's jobs: one statement per queue name (fenced per job by its claim, as
+   * fenced() does) instead of one per job: a round trip and a statement per message was a
+   * measurable share of PostgreSQL's work in a process that also answers sends (issue 11).
+   */
   async completeMany(jobs: ClaimedJob[]): Promise<void> {
-    // Rows in the heartbeat's order, so the two never wait on each other in a cycle.
-    const ordered = sortedByRow(jobs);
-    await retryDeadlock(() =>
-      this.db.transaction().execute(async (trx) => {
-        for (const job of ordered) await this.fenced(job, `state = 'completed', completed_on = now(), output = NULL`, [], trx);
-      }),
-    );
+    const byName = groupByName(jobs);
+    const complete = async (db: JobDb) => {
+      for (const [name, { uuids, tokens }] of byName) {
+        // Rows locked in (name, id) order, the heartbeat's, so the two never wait on each other in a cycle.
+        await this.exec(
+          db,
+          `WITH claims AS (SELECT * FROM unnest($2::uuid[], $3::timestamptz[]) AS c(id, token)),
+           locked AS (
+             SELECT j.id FROM ${this.schema}.job j JOIN claims c ON c.id = j.id
+             WHERE j.name = $1 AND j.state = 'active' AND abs(extract(epoch from (j.started_on - c.token))) < 0.001
+             ORDER BY j.id FOR UPDATE OF j
+           )
+           UPDATE ${this.schema}.job j SET state = 'completed', completed_on = now(), output = NULL
+           FROM locked WHERE j.name = $1 AND j.id = locked.id`,
+          [name, uuids, tokens],
+        );
+      }
+    };
+    // Several names: still one commit.
+    await retryDeadlock(() => (byName.size === 1 ? complete(this.db) : this.db.transaction().execute(complete)));
   }
 
   async retry(job: ClaimedJob, delayMs: number, error: string): Promise<void> {
@@ -380,14 +414,7 @@ export class PgBossQueue implements Queue, JobBackend {
    * does not renew the other's lock (two workers beating the same rows).
    */
   async heartbeat(jobs: ClaimedJob[]): Promise<void> {
-    const byName = new Map<string, { uuids: string[]; tokens: unknown[] }>();
-    for (const job of sortedByRow(jobs)) {
-      const ref = parseId(job.id)!;
-      const entry = byName.get(ref.name) ?? { uuids: [], tokens: [] };
-      entry.uuids.push(ref.uuid);
-      entry.tokens.push(job.token);
-      byName.set(ref.name, entry);
-    }
+    const byName = groupByName(jobs);
     for (const [name, { uuids, tokens }] of byName) {
       // pg-boss expires an active job when started_on + expire_in < now().
       await retryDeadlock(() =>
@@ -406,6 +433,19 @@ export class PgBossQueue implements Queue, JobBackend {
       );
     }
   }
+}
+
+/** A list of jobs as their uuids and claim tokens per queue name, in the order rows are locked (sortedByRow). */
+function groupByName(jobs: ClaimedJob[]): Map<string, { uuids: string[]; tokens: unknown[] }> {
+  const byName = new Map<string, { uuids: string[]; tokens: unknown[] }>();
+  for (const job of sortedByRow(jobs)) {
+    const ref = parseId(job.id)!;
+    const entry = byName.get(ref.name) ?? { uuids: [], tokens: [] };
+    entry.uuids.push(ref.uuid);
+    entry.tokens.push(job.token);
+    byName.set(ref.name, entry);
+  }
+  return byName;
 }
 
 /** Jobs in the order their rows are locked everywhere in this file: by name, then id. */

@@ -13,15 +13,23 @@ interface Pending<U, R> {
  * given on it is durable; a `write` that throws fails every unit of its batch. Before each
  * batch it yields to pending I/O, so requests already readable join it and a synchronous batch
  * (better-sqlite3) does not hold the event loop for long; an idle submit waits one turn at most.
+ * With `overlap`, a second batch may be written while one is, once enough units wait for it
+ * (a database whose round trips are the batch's latency: PostgreSQL).
  */
 export class Batcher<U, R> {
   private pending: Pending<U, R>[] = [];
   private inFlight = 0;
-  private draining = false;
+  /** Writers under way (each drains batches until none is left for it). */
+  private writers = 0;
 
+  /**
+   * `overlap`: a second batch may be written while one is (up to `writers` at once), once at
+   * least `minUnits` units wait for it; fewer wait for the batch being written to end.
+   */
   constructor(
     private readonly write: (units: U[]) => Promise<Settled<R>[]>,
     private readonly maxBatch: number,
+    private readonly overlap: { writers: number; minUnits: number } = { writers: 1, minUnits: Number.POSITIVE_INFINITY },
   ) {}
 
   /** Units waiting or in the batch being written. */
@@ -37,26 +45,29 @@ export class Batcher<U, R> {
   submit(unit: U): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       this.pending.push({ unit, resolve, reject });
-      if (!this.draining) void this.drain();
+      if (this.writers === 0 || (this.writers < this.overlap.writers && this.pending.length >= this.overlap.minUnits)) void this.drain();
     });
   }
 
   private async drain(): Promise<void> {
-    this.draining = true;
+    this.writers++;
     try {
       while (this.pending.length > 0) {
         await new Promise((resolve) => setImmediate(resolve));
+        // Another writer is under way: this one goes on only with enough units for a batch of its own.
+        if (this.writers > 1 && this.pending.length < this.overlap.minUnits) break;
         const batch = this.pending.splice(0, this.maxBatch);
-        this.inFlight = batch.length;
+        if (batch.length === 0) break;
+        this.inFlight += batch.length;
         let settled: Settled<R>[];
         try {
           settled = await this.write(batch.map((p) => p.unit));
         } catch (error) {
-          this.inFlight = 0;
+          this.inFlight -= batch.length;
           for (const item of batch) item.reject(error);
           continue;
         }
-        this.inFlight = 0;
+        this.inFlight -= batch.length;
         batch.forEach((item, i) => {
           const result = settled[i];
           if (result.ok) item.resolve(result.value);
@@ -64,8 +75,9 @@ export class Batcher<U, R> {
         });
       }
     } finally {
-      this.inFlight = 0;
-      this.draining = false;
+      this.writers--;
+      // Units that arrived while this writer was leaving, with no other to take them.
+      if (this.writers === 0 && this.pending.length > 0) void this.drain();
     }
   }
 }

@@ -105,6 +105,28 @@ describe.each(STORAGE_KINDS)('bulk intake (%s)', (kind) => {
     expect(logs.find((l) => l.trackingId === 't-05')).toMatchObject({ user_email: 'b1@example.com' });
   });
 
+  it('counts against the cap exactly when another process counted since this one last did: the batch is redone from a read', async () => {
+    const { accountId } = t.account;
+    const cap = 6;
+    // Two intakes: two processes sharing the database.
+    const first = new SendIntake(t.deps, t.deps.queue);
+    const second = new SendIntake(t.deps, t.deps.queue);
+    const values = (outcomes: { ok: boolean; value?: unknown }[]) => outcomes.map((o) => (o.ok ? o.value : 'error'));
+    // The first counts 2 and keeps that count; the second then counts 3 (5 of 6 used).
+    expect(values(await first.accept([unit('c-01', { id: 'cap-1' }, { cap }), unit('c-02', { id: 'cap-1' }, { cap })]))).toEqual(['ok', 'ok']);
+    expect(values(await second.accept(['c-03', 'c-04', 'c-05'].map((id) => unit(id, { id: 'cap-1' }, { cap }))))).toEqual(['ok', 'ok', 'ok']);
+    // By its own last count the first has room for 3 more; only one is left.
+    expect(values(await first.accept(['c-06', 'c-07', 'c-08'].map((id) => unit(id, { id: 'cap-1' }, { cap }))))).toEqual(['ok', 'cap', 'cap']);
+    expect(await countAcceptedSends(t.deps, { account_id: accountId })).toBe(6);
+    const used = (await t.deps.db.selectFrom('usage_counters' as never).select('messages' as never).where('account_id' as never, '=', accountId as never).executeTakeFirstOrThrow()) as {
+      messages: number;
+    };
+    expect(used.messages).toBe(6);
+    // Full: both refuse, from any count.
+    expect(values(await second.accept([unit('c-09', { id: 'cap-1' }, { cap })]))).toEqual(['cap']);
+    expect(values(await first.accept([unit('c-10', { id: 'cap-1' }, { cap })]))).toEqual(['cap']);
+  });
+
   it('shows a send accepted a moment ago to GET /logs/{trackingId} and to a log query run at once, with no worker and no wait', async () => {
     const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'seen_at_once', to: { id: 'now-user' }, inapp: { title: 'now' } } });
     expect(res.statusCode).toBe(202);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ApiLoad, eventLoopMeter } from '../../src/load.js';
+import { ApiLoad, WorkTime, eventLoopMeter } from '../../src/load.js';
 
 describe('ApiLoad', () => {
   it('is busy from 10 requests in a 100 ms window on a saturated loop, and not once requests stop for 200 ms', () => {
@@ -70,6 +70,43 @@ describe('ApiLoad', () => {
     windowOfRequests();
     windowOfRequests();
     expect(load.busy(t)).toBe(false);
+  });
+
+  it('is busy while what the requests wait on is saturated, though the event loop has time to spare', () => {
+    let backend = 0.5;
+    const load = new ApiLoad(() => 0.2);
+    load.measureBackend(() => backend);
+    for (let i = 0; i < 300; i++) load.requestReceived(i);
+    expect(load.busy(300)).toBe(false);
+    backend = 0.95;
+    for (let i = 300; i < 450; i++) load.requestReceived(i);
+    expect(load.busy(450)).toBe(true);
+    // Time to spare there for three windows in a row: not busy any more.
+    backend = 0.3;
+    for (let i = 450; i < 800; i++) load.requestReceived(i);
+    expect(load.busy(800)).toBe(false);
+  });
+
+  it('WorkTime measures the share of the time with work under way, overlapping pieces counted once', () => {
+    let now = 0;
+    const work = new WorkTime(() => now);
+    work.begin();
+    now = 30;
+    work.begin();
+    now = 50;
+    work.end();
+    now = 60;
+    work.end();
+    now = 100;
+    expect(work.meter()).toBeCloseTo(0.6);
+    // Work under way when measured counts up to now, and the rest of it in the next window.
+    work.begin();
+    now = 150;
+    expect(work.meter()).toBeCloseTo(1);
+    now = 175;
+    work.end();
+    now = 250;
+    expect(work.meter()).toBeCloseTo(0.25);
   });
 
   it('measures the event loop with eventLoopMeter: near 1 while it is kept busy', () => {

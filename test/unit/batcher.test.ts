@@ -55,6 +55,45 @@ describe('Batcher (group commit)', () => {
     expect(batcher.load).toBe(0);
   });
 
+  it('with overlap, writes a second batch while one is written once minUnits units wait for it, and no third', async () => {
+    const started: number[][] = [];
+    const releases: (() => void)[] = [];
+    const batcher = new Batcher<number, number>(
+      async (units) => {
+        started.push(units);
+        await new Promise<void>((r) => releases.push(r));
+        return units.map((n) => ({ ok: true, value: n }));
+      },
+      10,
+      { writers: 2, minUnits: 3 },
+    );
+    const turns = async () => {
+      for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+    };
+    const all = [batcher.submit(1)];
+    await turns();
+    expect(started).toEqual([[1]]);
+    // Two waiting: fewer than minUnits, they wait for the batch being written.
+    all.push(batcher.submit(2), batcher.submit(3));
+    await turns();
+    expect(started).toEqual([[1]]);
+    // A third: a second batch starts beside the first.
+    all.push(batcher.submit(4));
+    await turns();
+    expect(started).toEqual([[1], [2, 3, 4]]);
+    // Two writers under way: however many wait, no third starts.
+    all.push(...[5, 6, 7, 8].map((n) => batcher.submit(n)));
+    await turns();
+    expect(started).toHaveLength(2);
+    releases[0]();
+    await turns();
+    expect(started).toEqual([[1], [2, 3, 4], [5, 6, 7, 8]]);
+    releases[1]();
+    releases[2]();
+    await expect(Promise.all(all)).resolves.toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(batcher.load).toBe(0);
+  });
+
   it('fails every unit of a batch whose write throws, and goes on with the next batch', async () => {
     let calls = 0;
     const batcher = new Batcher<number, number>(async (units) => {

@@ -40,6 +40,10 @@ export type IntakeOutcome = Settled<IntakeResult>;
 
 /** The batch cannot commit as a whole; it is rolled back and redone unit by unit. */
 class RedoAlone extends Error {}
+/** The batch was counted from this process's last count, which another process moved: redo it from a read. */
+class StaleCount extends Error {}
+/** Cycles whose last count this process keeps (accounts times cycles; forgotten all at once past it). */
+const MAX_COUNTS_KEPT = 10_000;
 /** Retries of a unit alone that keeps meeting concurrent batches. */
 const REDO_ATTEMPTS = 3;
 
@@ -72,6 +76,12 @@ interface BatchUser {
  * redone unit by unit, where such a failure fails that unit only.
  */
 export class SendIntake {
+  /**
+   * Each cycle's count as this process's last batch left it, keyed `accountId NUL cycleStart`:
+   * a batch that fits in what it leaves under the cap skips reading the counter (see writeBatch).
+   */
+  private readonly lastCounts = new Map<string, number>();
+
   constructor(
     private readonly deps: Pick<Deps, 'db' | 'storage' | 'secrets'>,
     private readonly queue: Pick<Queue, 'enqueueMany'>,
@@ -81,7 +91,7 @@ export class SendIntake {
   async accept(units: IntakeUnit[]): Promise<IntakeOutcome[]> {
     if (units.length === 0) return [];
     try {
-      return await this.transaction((trx) => this.writeBatch(trx, units));
+      return await this.write(units);
     } catch (error) {
       if (units.length === 1) return [await this.retryAlone(units[0], error)];
       const outcomes: IntakeOutcome[] = [];
@@ -94,7 +104,7 @@ export class SendIntake {
   private async retryAlone(unit: IntakeUnit, error: unknown): Promise<IntakeOutcome> {
     for (let attempt = 0; error instanceof RedoAlone && attempt < REDO_ATTEMPTS; attempt++) {
       try {
-        return (await this.transaction((trx) => this.writeBatch(trx, [unit])))[0];
+        return (await this.write([unit]))[0];
       } catch (err) {
         error = err;
       }
@@ -102,16 +112,27 @@ export class SendIntake {
     return { ok: false, error: error instanceof RedoAlone ? new Error('the send met concurrent writes too often to commit') : error };
   }
 
+  /** One transaction; a batch counted from a stale count (StaleCount) is written again from a read. */
+  private async write(units: IntakeUnit[]): Promise<IntakeOutcome[]> {
+    try {
+      return await this.transaction((trx) => this.writeBatch(trx, units, true));
+    } catch (error) {
+      if (!(error instanceof StaleCount)) throw error;
+      return this.transaction((trx) => this.writeBatch(trx, units, false));
+    }
+  }
+
   private transaction<T>(fn: (trx: Kysely<CoreTables>) => Promise<T>): Promise<T> {
     return this.deps.db.transaction().execute(fn);
   }
 
-  private async writeBatch(trx: Kysely<CoreTables>, units: IntakeUnit[]): Promise<IntakeOutcome[]> {
+  private async writeBatch(trx: Kysely<CoreTables>, units: IntakeUnit[], fromLastCounts: boolean): Promise<IntakeOutcome[]> {
     const sqlite = this.deps.storage.sqlite;
     const usage = new UsageRepository(trx, sqlite);
     const tallies = tallyOf(units);
-    // First, a write: on SQLite it takes the write lock, so nothing read below goes stale.
-    await usage.ensureCounters(tallies);
+    // On SQLite, first a write: it takes the write lock, so nothing read below goes stale.
+    // PostgreSQL locks rows, not the database: a counter is created when first counted (tryCount).
+    if (this.deps.storage.dialect === 'sqlite') await usage.ensureCounters(tallies);
 
     const outcomes = new Array<IntakeOutcome | undefined>(units.length);
     const idempotency = new IdempotencyRepository(trx);
@@ -124,8 +145,7 @@ export class SendIntake {
     }
 
     const users = await this.readUsers(trx, keyed.length > 0 ? units.filter((_, i) => outcomes[i] === undefined) : units);
-    const used = await usage.usedMany(tallies);
-    for (const tally of tallies) tally.used = used.get(`${tally.accountId}\u0000${tally.cycleStart}`) ?? 0;
+    await this.readCounts(usage, tallies, fromLastCounts);
     const accepted: AcceptedSend[] = [];
     const released: IdempotencyRow[] = [];
     const types = new Map<string, ReturnType<typeof autoCreatedTypeRow>>();
@@ -162,11 +182,42 @@ export class SendIntake {
     await new TypesRepository(trx).insertManyIfMissing([...types.values()]);
     await new MessagesRepository(trx, sqlite).insertAccepted(accepted, this.queue);
     // Counted once per account at the end, so the counter row is locked for one statement and
-    // the commit (PostgreSQL). Another batch may have counted since the read: then redo alone.
+    // the commit (PostgreSQL). Another batch may have counted since the read: then redo alone;
+    // since the count this process last saw (another process counted): redo from a read.
     for (const tally of tallies) {
-      if (tally.counted > 0 && !(await usage.tryCount(tally.accountId, tally.cycleStart, tally.cap, tally.counted))) throw new RedoAlone();
+      if (tally.counted === 0) continue;
+      const key = `${tally.accountId}\u0000${tally.cycleStart}`;
+      const count = await usage.tryCount(tally.accountId, tally.cycleStart, tally.cap, tally.counted);
+      if (count === null) {
+        this.lastCounts.delete(key);
+        throw tally.fromLastCount ? new StaleCount() : new RedoAlone();
+      }
+      if (this.lastCounts.size >= MAX_COUNTS_KEPT) this.lastCounts.clear();
+      this.lastCounts.set(key, count);
     }
     return outcomes as IntakeOutcome[];
+  }
+
+  /**
+   * Each cycle's messages counted so far. A batch whose sends all fit under the cap by the
+   * count this process's last batch left takes that count instead of reading the counter (a
+   * round trip per batch on PostgreSQL): the guarded count at the end refuses it if another
+   * process counted since, and the batch is redone from a read (StaleCount). Whether a send is
+   * over the cap is only ever decided from a read. A count kept from a batch that then rolled
+   * back is too high: it can only make a batch read.
+   */
+  private async readCounts(usage: UsageRepository, tallies: Tally[], fromLastCounts: boolean): Promise<void> {
+    const unread: Tally[] = [];
+    for (const tally of tallies) {
+      const last = fromLastCounts ? this.lastCounts.get(`${tally.accountId}\u0000${tally.cycleStart}`) : undefined;
+      if (last !== undefined && last + tally.units <= tally.minCap) {
+        tally.used = last;
+        tally.fromLastCount = true;
+      } else unread.push(tally);
+    }
+    if (unread.length === 0) return;
+    const used = await usage.usedMany(unread);
+    for (const tally of unread) tally.used = used.get(`${tally.accountId}\u0000${tally.cycleStart}`) ?? 0;
   }
 
   /**
@@ -233,7 +284,12 @@ interface Tally {
   accountId: string;
   cycleStart: string;
   cap: number;
+  /** The batch's sends in this cycle, and the lowest cap among them. */
+  units: number;
+  minCap: number;
   used: number;
+  /** Whether `used` is the count this process last saw rather than a read. */
+  fromLastCount: boolean;
   counted: number;
 }
 
@@ -241,9 +297,11 @@ interface Tally {
 function tallyOf(units: IntakeUnit[]): Tally[] {
   const tallies: Tally[] = [];
   for (const { accountId, usage } of units) {
-    if (!tallies.some((t) => t.accountId === accountId && t.cycleStart === usage.cycleStart)) {
-      tallies.push({ accountId, cycleStart: usage.cycleStart, cap: usage.cap, used: 0, counted: 0 });
-    }
+    const tally = tallies.find((t) => t.accountId === accountId && t.cycleStart === usage.cycleStart);
+    if (tally) {
+      tally.units++;
+      tally.minCap = Math.min(tally.minCap, usage.cap);
+    } else tallies.push({ accountId, cycleStart: usage.cycleStart, cap: usage.cap, units: 1, minCap: usage.cap, used: 0, fromLastCount: false, counted: 0 });
   }
   return tallies;
 }

@@ -1,12 +1,17 @@
 import type SQLite from 'better-sqlite3';
-import type { Kysely } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
 import { heldSqlite } from '../../storage/db.js';
+import { prepared } from '../../storage/pg-prepared.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { SendingDb, SendingTables } from './sending.tables.js';
 
 const ENSURE = 'INSERT INTO usage_counters (account_id, cycle_start, messages) VALUES (?, ?, 0) ON CONFLICT (account_id, cycle_start) DO NOTHING';
 const USED = 'SELECT messages FROM usage_counters WHERE account_id = ? AND cycle_start = ?';
-const INCREMENT = 'UPDATE usage_counters SET messages = messages + ? WHERE account_id = ? AND cycle_start = ? AND messages <= ?';
+const INCREMENT = 'UPDATE usage_counters SET messages = messages + ? WHERE account_id = ? AND cycle_start = ? AND messages <= ? RETURNING messages';
+const PG_INCREMENT = prepared(
+  'usage_increment',
+  'UPDATE usage_counters SET messages = messages + $1::integer WHERE account_id = $2 AND cycle_start = $3 AND messages <= $4::integer RETURNING messages',
+);
 
 /**
  * Usage counters. Given the SQLite connection, the batch methods of the send intake run as
@@ -22,17 +27,20 @@ export class UsageRepository {
   }
 
   /**
-   * Counts `count` messages against the cap of the cycle, atomically: false (and nothing
-   * counted) when they do not all fit. Concurrent senders cannot overshoot: the guarded UPDATE
-   * serialises on the counter row.
+   * Counts `count` messages against the cap of the cycle, atomically: the cycle's count once
+   * they are counted, or null (nothing counted) when they do not all fit. Concurrent senders
+   * cannot overshoot: the guarded UPDATE serialises on the counter row.
    */
-  async tryCount(accountId: string, cycleStart: string, cap: number, count = 1): Promise<boolean> {
+  async tryCount(accountId: string, cycleStart: string, cap: number, count = 1): Promise<number | null> {
     if (this.sqlite) {
-      if (this.sqlite.prepare(INCREMENT).run(count, accountId, cycleStart, cap - count).changes === 1) return true;
+      const increment = () => (this.sqlite!.prepare(INCREMENT).get(count, accountId, cycleStart, cap - count) as { messages: number } | undefined)?.messages ?? null;
+      const counted = increment();
+      if (counted !== null) return counted;
       this.sqlite.prepare(ENSURE).run(accountId, cycleStart);
-      return this.sqlite.prepare(INCREMENT).run(count, accountId, cycleStart, cap - count).changes === 1;
+      return increment();
     }
-    if (await this.increment(accountId, cycleStart, cap, count)) return true;
+    const counted = await this.increment(accountId, cycleStart, cap, count);
+    if (counted !== null) return counted;
     // First message of the cycle (no counter yet), or the cap is reached.
     await this.db
       .insertInto('usage_counters')
@@ -42,15 +50,10 @@ export class UsageRepository {
     return this.increment(accountId, cycleStart, cap, count);
   }
 
-  private async increment(accountId: string, cycleStart: string, cap: number, count: number): Promise<boolean> {
-    const res = await this.db
-      .updateTable('usage_counters')
-      .set((eb) => ({ messages: eb('messages', '+', count) }))
-      .where('account_id', '=', accountId)
-      .where('cycle_start', '=', cycleStart)
-      .where('messages', '<=', cap - count)
-      .executeTakeFirst();
-    return Number(res.numUpdatedRows) === 1;
+  /** PostgreSQL (a prepared statement: run by every group commit). */
+  private async increment(accountId: string, cycleStart: string, cap: number, count: number): Promise<number | null> {
+    const { rows } = await this.db.executeQuery<{ messages: number }>(CompiledQuery.raw(PG_INCREMENT, [count, accountId, cycleStart, cap - count]));
+    return rows[0]?.messages ?? null;
   }
 
   /**
