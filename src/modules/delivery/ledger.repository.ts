@@ -15,6 +15,14 @@ export interface DeliveryIdentity extends MessageIdentity {
   channel: string;
 }
 
+/** A delivery someone engaged with (opened, clicked), with what its event needs. */
+export interface EngagedDelivery extends DeliveryIdentity {
+  status: string;
+  extra: string | null;
+  user_id: string;
+  notification_id: string;
+}
+
 /** Rows per INSERT: well under SQLite's bound-parameter limit with 12 columns each. */
 const INSERT_CHUNK = 500;
 
@@ -105,6 +113,18 @@ export class LedgerRepository {
     let q = this.db.selectFrom('deliveries').select('extra').where('id', '=', deliveryId);
     if (this.lockRows) q = q.forUpdate();
     return q.executeTakeFirst();
+  }
+
+  /** A delivery with its message's recipient and type, locked for an engagement merged into it. */
+  async deliveryForEngagementForUpdate(deliveryId: string): Promise<EngagedDelivery | undefined> {
+    const row = await this.deliveryExtraForUpdate(deliveryId);
+    if (!row) return undefined;
+    return this.db
+      .selectFrom('deliveries as d')
+      .innerJoin('messages as m', 'm.tracking_id', 'd.tracking_id')
+      .select(['d.id', 'd.tracking_id', 'd.account_id', 'd.env_id', 'd.channel', 'd.status', 'd.extra', 'm.user_id', 'm.notification_id'])
+      .where('d.id', '=', deliveryId)
+      .executeTakeFirst();
   }
 
   async setDeliveryExtra(deliveryId: string, extra: string | null, at: string): Promise<void> {
