@@ -59,8 +59,11 @@ export class EngagementTokens {
     const dot = raw.indexOf('.');
     if (dot <= 0 || raw.length > 8192) return null;
     const payload = raw.slice(0, dot);
-    const given = Buffer.from(raw.slice(dot + 1), 'base64url');
-    if (given.length !== MAC_BYTES || !timingSafeEqual(given, this.mac(payload))) return null;
+    // Compared as text: decoding would accept other spellings of the same bytes (the last
+    // character's unused bits), so an altered token would pass.
+    const given = Buffer.from(raw.slice(dot + 1));
+    const expected = Buffer.from(this.mac(payload).toString('base64url'));
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
     let fields: unknown;
     try {
       fields = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
