@@ -22,8 +22,7 @@ const HTML =
 const hrefs = (html: string) => [...html.matchAll(/<a\b[^>]*\shref=["']([^"']*)["']/g)].map((m) => m[1].replace(/&amp;/g, '&'));
 const pixelOf = (html: string) => /<img src="([^"]+)" width="1" height="1"/.exec(html)?.[1]?.replace(/&amp;/g, '&');
 const unsubscribeUrls = (mail: ReceivedMail) => {
-  const header = mail.parsed.headers.get('list-unsubscribe');
-  // mailparser reads List-Unsubscribe into {url, mail}; the raw header is checked too.
+  // The raw header, unfolded (mailparser splits it into {url, mail}).
   const raw = /^List-Unsubscribe:(.*(?:\r\n[ \t].*)*)/im.exec(mail.raw.toString('utf8'))?.[1].replace(/\r\n[ \t]+/g, ' ').trim() ?? '';
   return { raw, https: /<(https:[^>]+)>/.exec(raw)?.[1] ?? '', mailto: /<(mailto:[^>]+)>/.exec(raw)?.[1] ?? '' };
 };
