@@ -4,7 +4,7 @@
 // EMAIL_OPEN / EMAIL_CLICK to a webhook receiver; a bare POST to the one-click URL unsubscribes,
 // after which the type's email is routed SKIP; forged tokens and other environments get nothing.
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import type { ReceivedMail } from '../helpers/smtp-peer.js';
 import { type SmtpPeer, startSmtpPeer } from '../helpers/smtp-peer.js';
@@ -158,6 +158,8 @@ describe.each(STORAGE_KINDS)('email engagement: tracking and one-click unsubscri
     const opens = eventsOf('EMAIL_OPEN', trackingId);
     expect(opens.map((e) => (e.details as Record<string, unknown>).email_opened_user_agent).sort()).toEqual(['MailClient/1.0', 'OtherClient/2.0']);
     expect(opens[0]).toMatchObject({ channel: 'EMAIL', userId: 'reader', notificationId: 'order_shipped', trackingId });
+    expect(opens.map((e) => (e.details as Record<string, unknown>).first).sort()).toEqual([false, true]);
+    expect(opens.map((e) => (e.details as Record<string, unknown>).count).sort()).toEqual([1, 2]);
     const clicks = eventsOf('EMAIL_CLICK', trackingId);
     const taggedEvent = clicks.find((e) => e.clickedLink === 'https://shop.example/orders/42?ref=mail&x=1');
     expect(taggedEvent).toMatchObject({ channel: 'EMAIL', userId: 'reader', clickedLinkTags: { campaign: ['spring'], button: ['cta'] } });
@@ -230,7 +232,7 @@ describe.each(STORAGE_KINDS)('email engagement: tracking and one-click unsubscri
     expect((await log(await send({ user: 'stayer', type: 'weekly_digest' }))).email_routing).toBe('SEND');
 
     const events = await eventually(() => eventsOf('EMAIL_UNSUBSCRIBE', first).length >= 1 && eventsOf('EMAIL_UNSUBSCRIBE', first), 10_000, 'EMAIL_UNSUBSCRIBE');
-    expect(events[0]).toMatchObject({ eventType: 'EMAIL_UNSUBSCRIBE', channel: 'EMAIL', userId: 'leaver', notificationId: 'weekly_digest', trackingId: first });
+    expect(events[0]).toMatchObject({ eventType: 'EMAIL_UNSUBSCRIBE', channel: 'EMAIL', userId: 'leaver', notificationId: 'weekly_digest', trackingId: first, details: { method: 'one-click', ip: '127.0.0.1' } });
     // The repeated POST made no second event (events are written in the unsubscribe's transaction).
     const rows = await t.deps.db.withTables<{ webhook_events: { type: string; tracking_id: string | null } }>().selectFrom('webhook_events').select('type').where('type', '=', 'EMAIL_UNSUBSCRIBE').where('tracking_id', '=', first).execute();
     expect(rows).toHaveLength(1);
@@ -263,6 +265,10 @@ describe.each(STORAGE_KINDS)('email engagement: tracking and one-click unsubscri
   it('a token of one environment never acts on another', async () => {
     const other = await t.newAccount('isolated');
     const auth = { authorization: `Bearer ${other.apiKey}` };
+    const theirReceiver = await new WebhookReceiver().start();
+    onTestFinished(() => theirReceiver.close());
+    const endpoint = await t.app.inject({ method: 'POST', url: '/webhooks', headers: auth, payload: { webhook: theirReceiver.url, events: ['EMAIL_OPEN', 'EMAIL_UNSUBSCRIBE'] } });
+    expect(endpoint.statusCode).toBe(200);
     const mine = await send({ user: 'iso' });
     const myMail = await sentMail(1, mine);
     const theirs = await send({ user: 'iso', auth });
@@ -282,10 +288,18 @@ describe.each(STORAGE_KINDS)('email engagement: tracking and one-click unsubscri
     expect((await log(mine)).email_opened_at).toBeUndefined();
 
     // Their unsubscribe turns off their user only: my 'iso' still gets order_shipped.
-    expect((await fetch(local(unsubscribeUrls(theirMail).https), { method: 'POST' })).status).toBe(200);
+    // As the confirmation page's button posts it.
+    const form = { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click&source=page' };
+    expect((await fetch(local(unsubscribeUrls(theirMail).https), form)).status).toBe(200);
+    const theirEvent = await eventually(() => theirReceiver.requests.map((r) => JSON.parse(r.body) as Record<string, unknown>).find((p) => p.eventType === 'EMAIL_UNSUBSCRIBE'), 10_000, 'their EMAIL_UNSUBSCRIBE');
+    expect(theirEvent).toMatchObject({ trackingId: theirs, userId: 'iso', details: { method: 'page' } });
     expect((await log(await send({ user: 'iso', auth }), auth)).email_routing_reason).toBe('USER_UNSUBSCRIBED');
     expect((await log(await send({ user: 'iso' }))).email_routing).toBe('SEND');
-    // Their events never reach this environment's endpoint.
+    // Their events reach their endpoint only; the crossed token made none.
     expect(receiver.requests.some((r) => (JSON.parse(r.body) as { trackingId: string }).trackingId === theirs)).toBe(false);
+    const theirOpens = () => theirReceiver.requests.map((r) => JSON.parse(r.body) as { eventType: string; trackingId: string }).filter((p) => p.eventType === 'EMAIL_OPEN');
+    await eventually(() => theirOpens().length > 0, 10_000, 'their EMAIL_OPEN');
+    expect(theirOpens().map((p) => p.trackingId)).toEqual([theirs]);
+    expect(receiver.requests.some((r) => (JSON.parse(r.body) as { eventType: string; trackingId: string }).eventType === 'EMAIL_OPEN' && (JSON.parse(r.body) as { trackingId: string }).trackingId === mine)).toBe(false);
   });
 });

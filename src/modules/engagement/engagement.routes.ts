@@ -76,12 +76,12 @@ export async function engagementRoutes(app: App, service: EngagementService): Pr
   );
 
   // RFC 8058: mail clients POST List-Unsubscribe=One-Click as multipart/form-data or a form; the
-  // page's button posts a form. The body says nothing the token does not, so this scope takes any
-  // body (up to 16 KB) without reading it, instead of the API's JSON parsing.
+  // page's button posts a form with source=page. The body decides nothing (the token does), so
+  // this scope takes any body up to 16 KB as text, instead of the API's JSON parsing.
   await app.register((unsubscribeScope, _options, done) => {
     const child = unsubscribeScope as unknown as App;
     child.removeAllContentTypeParsers();
-    child.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: 16 * 1024 }, (_req, _body, next) => next(null, undefined));
+    child.addContentTypeParser('*', { parseAs: 'string', bodyLimit: 16 * 1024 }, (_req, body, next) => next(null, String(body)));
 
     child.get(
       ENGAGEMENT_PATHS.unsubscribe,
@@ -92,7 +92,7 @@ export async function engagementRoutes(app: App, service: EngagementService): Pr
         const html = page(
           'Unsubscribe',
           `<p>Stop emails of the type <strong>${escapeHtml(target.notificationId)}</strong>?</p>` +
-            `<form method="post" action=""><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`,
+            `<form method="post" action=""><input type="hidden" name="List-Unsubscribe" value="One-Click"><input type="hidden" name="source" value="page"><button type="submit">Unsubscribe</button></form>`,
         );
         return reply.header('cache-control', NO_STORE).type('text/html; charset=utf-8').send(html);
       },
@@ -102,7 +102,8 @@ export async function engagementRoutes(app: App, service: EngagementService): Pr
       ENGAGEMENT_PATHS.unsubscribe,
       { config: { auth: 'none' }, schema: { tags, summary: 'One-click unsubscribe (RFC 8058): turns this notification type\'s email off for the user; no login, the token is the authority', params: TokenParams, response: withErrors({}) } },
       async (req, reply) => {
-        if (!(await service.unsubscribe(req.params.token, clientOf(req)))) throw refused();
+        const method = typeof req.body === 'string' && /(?:^|&)source=page(?:&|$)/.test(req.body) ? 'page' : 'one-click';
+        if (!(await service.unsubscribe(req.params.token, clientOf(req), method))) throw refused();
         const html = page('Unsubscribed', '<p>You will not get these emails any more.</p>');
         return reply.header('cache-control', NO_STORE).type('text/html; charset=utf-8').send(html);
       },

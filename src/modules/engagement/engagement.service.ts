@@ -20,6 +20,9 @@ export interface EngagementClient {
   ip?: string;
 }
 
+/** How the user unsubscribed: their mail client's RFC 8058 POST, or the button of the confirmation page. */
+export type UnsubscribeMethod = 'one-click' | 'page';
+
 /** What the email executor adds to one delivery's mail. */
 export interface EmailDecoration {
   headers: Record<string, string>;
@@ -127,7 +130,7 @@ export class EngagementService {
           accountId: d.account_id,
           envId: d.env_id,
           type: 'EMAIL_OPEN',
-          payload: { channel: 'EMAIL', userId: d.user_id, notificationId: d.notification_id, trackingId: d.tracking_id, occurredAt: at, details: details('email_opened', at, client) },
+          payload: { channel: 'EMAIL', userId: d.user_id, notificationId: d.notification_id, trackingId: d.tracking_id, occurredAt: at, details: { ...details('email_opened', at, client), ...ordinal(d.extra, 'email_opened') } },
         },
       ]),
     );
@@ -153,7 +156,7 @@ export class EngagementService {
             clickedLink: token.url,
             ...(token.tags ? { clickedLinkTags: token.tags } : {}),
             occurredAt: at,
-            details: { ...details('email_clicked', at, client), email_clicked_link: token.url },
+            details: { ...details('email_clicked', at, client), email_clicked_link: token.url, ...ordinal(d.extra, 'email_clicked') },
           },
         },
       ]),
@@ -174,7 +177,7 @@ export class EngagementService {
    * (once: a repeated POST, which mail clients do, changes and emits nothing). False: the token
    * is not valid or its environment is gone.
    */
-  async unsubscribe(raw: string, client: EngagementClient): Promise<boolean> {
+  async unsubscribe(raw: string, client: EngagementClient, method: UnsubscribeMethod): Promise<boolean> {
     const token = this.unsubscribeTarget(raw);
     if (!token) return false;
     const env = await new EnvironmentsRepository(this.deps.db).find(token.accountId, token.envId);
@@ -206,13 +209,19 @@ export class EngagementService {
             notificationId: token.notificationId,
             trackingId: token.trackingId,
             occurredAt: at,
-            details: { email_unsubscribed_at: at, ...(client.userAgent ? { user_agent: client.userAgent } : {}), ...(client.ip ? { ip: client.ip } : {}) },
+            details: { email_unsubscribed_at: at, method, ...(client.userAgent ? { user_agent: client.userAgent } : {}), ...(client.ip ? { ip: client.ip } : {}) },
           },
         },
       ]);
     });
     return true;
   }
+}
+
+/** `first`: whether this was the delivery's first open (click); `count`: how many so far, this one included. */
+function ordinal(extra: string | null, prefix: string): { first: boolean; count: number } {
+  const count = Number((extra ? (JSON.parse(extra) as Record<string, unknown>) : {})[`${prefix}_count`] ?? 1);
+  return { first: count === 1, count };
 }
 
 function details(prefix: string, at: string, client: EngagementClient): Record<string, unknown> {
