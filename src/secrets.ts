@@ -10,11 +10,14 @@ import path from 'node:path';
 export class Secrets {
   private readonly encryptionKey: Buffer;
   readonly jwtKey: Uint8Array;
+  /** Signs the tokens of tracking pixels, tracked links and unsubscribe links (modules/engagement). */
+  readonly engagementKey: Buffer;
 
   constructor(rootKey: Buffer) {
     if (rootKey.length < 32) throw new Error('the server secret key must be at least 32 bytes');
     this.encryptionKey = Buffer.from(hkdfSync('sha256', rootKey, 'clarion', 'secret-encryption-v1', 32));
     this.jwtKey = new Uint8Array(hkdfSync('sha256', rootKey, 'clarion', 'jwt-hs256-v1', 32));
+    this.engagementKey = Buffer.from(hkdfSync('sha256', rootKey, 'clarion', 'engagement-token-v1', 32));
   }
 
   /** AES-256-GCM; output `v1.<iv>.<tag>.<ciphertext>` in base64url. */

@@ -9,6 +9,8 @@ import { AuthService } from './modules/auth/auth.service.js';
 import { ComponentsService } from './modules/components/components.service.js';
 import { EmailSettingsRepository } from './modules/email/email-settings.repository.js';
 import { EmailSettingsService } from './modules/email/email-settings.service.js';
+import { EngagementService } from './modules/engagement/engagement.service.js';
+import { TrackingSettingsRepository } from './modules/engagement/tracking-settings.repository.js';
 import { EnvironmentsRepository } from './modules/environments/environments.repository.js';
 import { EnvironmentsService } from './modules/environments/environments.service.js';
 import { InappAuthenticator } from './modules/inapp/inapp.auth.js';
@@ -71,6 +73,8 @@ export interface Services {
   logs: LogsService;
   /** Webhook endpoints and this process's webhook worker (started with the other workers). */
   webhooks: WebhooksService;
+  /** Open and click tracking, one-click unsubscribe (modules/engagement). */
+  engagement: EngagementService;
   /** Local stand-ins for providers (src/local-providers). */
   mailCatcher: MailCatcherService;
   /** The development carrier; null when Twilio credentials are configured (no /dev-carrier routes). */
@@ -95,6 +99,7 @@ export function buildServices(deps: Deps): Services {
   const auth = new AuthService(deps, repositories);
   const numbers = new NumbersService(deps, repositories.telephony);
   const users = new UsersService(deps);
+  const webhooks = new WebhooksService(deps);
   return {
     repositories,
     renderer,
@@ -117,7 +122,8 @@ export function buildServices(deps: Deps): Services {
     telephonyCallbacks: new TelephonyCallbacks(deps, users, repositories.telephony),
     sending: new SendingService(deps, deps.queue),
     logs: new LogsService(deps, deps.queue),
-    webhooks: new WebhooksService(deps),
+    webhooks,
+    engagement: new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),
     devCarrier: telephonyEndpoint(deps)?.dev ? new DevCarrier(deps, numbers, repositories.telephony) : null,
   };

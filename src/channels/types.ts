@@ -62,8 +62,18 @@ export interface EmailMessage {
   /** Stable Message-ID (without angle brackets), the same on every retry of one delivery. */
   messageId: string;
   headers?: Record<string, string>;
+  /** Open and click tracking, applied to the HTML when the mail is composed (compose.ts). */
+  tracking?: EmailTracking;
   /** Who the message is for, so a provider that stores (the local outbox) can scope it. */
   meta: { accountId: string; envId: string; trackingId: string; userId?: string };
+}
+
+/** What the sender asks composition to add: the open pixel and a rewriter of links. */
+export interface EmailTracking {
+  /** Appended to the HTML as a 1x1 image; absent: no open tracking. */
+  pixelUrl?: string;
+  /** The tracked URL for an http(s) link and its tags; absent: links are left as written. */
+  link?: (url: string, tags: Record<string, string[]> | undefined) => string;
 }
 
 export interface EmailProvider {

@@ -58,6 +58,14 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'GET /settings/email/smtp': 'environment',
   'PUT /settings/email/smtp': 'environment',
   'DELETE /settings/email/smtp': 'environment',
+  'GET /settings/email/tracking': 'environment',
+  'PUT /settings/email/tracking': 'environment',
+
+  // Email engagement: the signed token in the path is the authority (modules/engagement)
+  'GET /e/open/:token': 'public',
+  'GET /e/click/:token': 'public',
+  'GET /unsubscribe/:token': 'public',
+  'POST /unsubscribe/:token': 'public',
 
   // Notification types, components, templates
   'GET /types': 'environment',

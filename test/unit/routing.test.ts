@@ -44,6 +44,13 @@ describe('channel routing', () => {
     expect(decision(routeChannels(input({ available: new Set(['INAPP_WEB']) })), 'EMAIL')).toMatchObject({ reason: 'CHANNEL_UNAVAILABLE' });
   });
 
+  it('skips a channel the user turned off for the type, even when forced, and only that channel', () => {
+    const off = input({ user: { email: 'a@x.io', suppressed: new Set(), off: new Set(['email']) } });
+    expect(decision(routeChannels(off), 'EMAIL')).toEqual({ channel: 'EMAIL', routing: 'SKIP', reason: 'USER_UNSUBSCRIBED' });
+    expect(decision(routeChannels({ ...off, forceChannels: ['EMAIL'] }), 'EMAIL')).toMatchObject({ reason: 'USER_UNSUBSCRIBED' });
+    expect(decision(routeChannels(off), 'INAPP_WEB')).toEqual({ channel: 'INAPP_WEB', routing: 'SEND' });
+  });
+
   it('honours the type configuration unless forceChannels bypasses it', () => {
     const typed = input({ type: { enabled: true, channels: ['INAPP_WEB'] } });
     expect(decision(routeChannels(typed), 'EMAIL')).toMatchObject({ reason: 'CHANNEL_NOT_CONFIGURED_FOR_TYPE' });

@@ -1,6 +1,6 @@
 import { compile } from 'html-to-text';
 import type Mail from 'nodemailer/lib/mailer/index.js';
-import type { EmailMessage } from '../types.js';
+import type { EmailMessage, EmailTracking } from '../types.js';
 import { type AttachmentFetchOptions, type ResolvedAttachment, resolveAttachments } from './attachments.js';
 
 const escapeHtml = (s: string) =>
@@ -26,6 +26,60 @@ export function withPreheader(html: string, previewText: string | undefined): st
   const body = /<body\b[^>]*>/i.exec(html);
   if (body) return html.slice(0, body.index + body[0].length) + block + html.slice(body.index + body[0].length);
   return block + html;
+}
+
+// An <a> start tag's href (quoted either way): group 1 is the tag up to the value's quote.
+const ANCHOR_HREF = /(<a\b[^>]*?\shref\s*=\s*)(?:"([^"]*)"|'([^']*)')([^>]*>)/gi;
+const ATTRIBUTE = (name: string) => new RegExp(`\\s${name}\\s*=\\s*(?:"([^"]*)"|'([^']*)')`, 'i');
+const LINK_TAGS = ATTRIBUTE('data-link-tags');
+const NO_TRACK = /\sdata-(?:clarion-)?no-track\b/i;
+
+const decodeEntities = (s: string) =>
+  s.replace(/&(?:amp|#38|#x26);/gi, '&').replace(/&(?:quot|#34);/gi, '"').replace(/&(?:#39|apos);/gi, "'").replace(/&lt;/gi, '<').replace(/&gt;/gi, '>');
+
+/**
+ * `data-link-tags="campaign:spring;button:cta"` as {campaign: ['spring'], button: ['cta']}
+ * (the shape of the SDK's clickedLinkTags); undefined without tags.
+ */
+export function parseLinkTags(value: string | undefined): Record<string, string[]> | undefined {
+  if (!value) return undefined;
+  const tags: Record<string, string[]> = {};
+  for (const pair of decodeEntities(value).split(';')) {
+    const colon = pair.indexOf(':');
+    const name = (colon < 0 ? pair : pair.slice(0, colon)).trim();
+    if (!name) continue;
+    const tagValue = colon < 0 ? '' : pair.slice(colon + 1).trim();
+    (tags[name] ??= []).push(tagValue);
+  }
+  return Object.keys(tags).length > 0 ? tags : undefined;
+}
+
+/**
+ * Applies open and click tracking to the HTML: every http(s) link becomes its tracked URL
+ * (except those marked `data-no-track`), and the pixel goes last in the body. Regular
+ * expressions rather than a DOM: templates are rendered HTML whose anchors are plain start
+ * tags, and the rest of the document must pass through byte for byte.
+ */
+export function applyTracking(html: string, tracking: EmailTracking | undefined): string {
+  if (!tracking) return html;
+  let out = html;
+  const link = tracking.link;
+  if (link) {
+    out = out.replace(ANCHOR_HREF, (whole, head: string, dq: string | undefined, sq: string | undefined, tail: string) => {
+      const raw = dq ?? sq ?? '';
+      const url = decodeEntities(raw.trim());
+      if (!/^https?:\/\//i.test(url) || NO_TRACK.test(head) || NO_TRACK.test(tail)) return whole;
+      const tagAttr = LINK_TAGS.exec(head) ?? LINK_TAGS.exec(tail);
+      const tracked = link(url, parseLinkTags(tagAttr ? (tagAttr[1] ?? tagAttr[2]) : undefined));
+      return `${head}"${escapeHtml(tracked)}"${tail}`;
+    });
+  }
+  if (tracking.pixelUrl) {
+    const pixel = `<img src="${escapeHtml(tracking.pixelUrl)}" width="1" height="1" alt="" style="display:block;width:1px;height:1px;border:0;margin:0;padding:0" />`;
+    const close = out.search(/<\/body\s*>/i);
+    out = close >= 0 ? out.slice(0, close) + pixel + out.slice(close) : out + pixel;
+  }
+  return out;
 }
 
 // Compiled once: html-to-text's convert() re-processes its options on every call.
@@ -92,7 +146,8 @@ const oneAddress = (address: string): Mail.Address => ({ name: '', address });
  */
 export async function composeEmail(message: EmailMessage, fetchOptions: AttachmentFetchOptions = {}, plainText?: PlainTextCache): Promise<ComposedEmail> {
   const attachments = await resolveAttachments(message.attachments, fetchOptions);
-  const html = withPreheader(message.html, message.previewText);
+  const html = applyTracking(withPreheader(message.html, message.previewText), message.tracking);
+  // From the HTML as written: the text part keeps the original links (and the cache its hits).
   const text = plainText ? plainText.convert(message.html) : htmlToPlainText(message.html);
   const messageId = normalizeMessageId(message.messageId, message.from.address);
   const options: Mail.Options = {

@@ -4,7 +4,7 @@ import type { Dialect } from '../../storage/db.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { AttemptRow, DeliveriesTable, DeliveryRow, MessagesTable } from '../sending/sending.tables.js';
 import type { DeliveryEventsTable } from './delivery.tables.js';
-import { type DeliveryIdentity, LedgerRepository, type MessageIdentity } from './ledger.repository.js';
+import { type DeliveryIdentity, type EngagedDelivery, LedgerRepository, type MessageIdentity } from './ledger.repository.js';
 import {
   DELIVERY_TRANSITIONS,
   type DeliveryStatus,
@@ -52,6 +52,11 @@ export interface DeliveryFailure {
   /** Channel log fields of the failure (e.g. email_failed_recipient). */
   extra?: Record<string, unknown>;
 }
+
+/** An open or a click of a sent email, as recordEngagement merges it into the log. */
+export type Engagement =
+  | { kind: 'open'; at: string; userAgent?: string; ip?: string }
+  | { kind: 'click'; at: string; userAgent?: string; ip?: string; link: string; tags?: Record<string, string[]> };
 
 /** A provider call and what it does to its delivery, as recordAttempts writes it. */
 export type AttemptOutcome =
@@ -318,6 +323,35 @@ export class LedgerSession {
     const extra = { ...(row.extra ? (JSON.parse(row.extra) as Record<string, unknown>) : {}), ...fields };
     await this.repo.setDeliveryExtra(deliveryId, JSON.stringify(extra), at);
     return true;
+  }
+
+  /**
+   * Records an engagement with a sent email (an open or a click) in its log fields, without a
+   * transition: the first one's fields (`email_opened_at`, `_user_agent`, `_ip`; for clicks also
+   * `_link`, `_link_tags`) are kept, and every one, the first included, sets `<prefix>_last_at`
+   * (clicks: `email_clicked_last_link`) and counts in `<prefix>_count`. Returns the delivery, or
+   * undefined when there is none in `envId` on channel email that was sent.
+   */
+  async recordEngagement(deliveryId: string, envId: string, engagement: Engagement): Promise<EngagedDelivery | undefined> {
+    const row = await this.repo.deliveryForEngagementForUpdate(deliveryId);
+    if (!row || row.env_id !== envId || row.channel !== 'email' || (row.status !== 'sent' && row.status !== 'delivered')) return undefined;
+    const extra = row.extra ? (JSON.parse(row.extra) as Record<string, unknown>) : {};
+    const prefix = engagement.kind === 'open' ? 'email_opened' : 'email_clicked';
+    if (extra[`${prefix}_at`] === undefined) {
+      extra[`${prefix}_at`] = engagement.at;
+      if (engagement.userAgent) extra[`${prefix}_user_agent`] = engagement.userAgent;
+      if (engagement.ip) extra[`${prefix}_ip`] = engagement.ip;
+      if (engagement.kind === 'click') {
+        extra.email_clicked_link = engagement.link;
+        if (engagement.tags) extra.email_clicked_link_tags = JSON.stringify(engagement.tags);
+      }
+    }
+    extra[`${prefix}_last_at`] = engagement.at;
+    if (engagement.kind === 'click') extra.email_clicked_last_link = engagement.link;
+    extra[`${prefix}_count`] = (typeof extra[`${prefix}_count`] === 'number' ? (extra[`${prefix}_count`] as number) : 0) + 1;
+    const json = JSON.stringify(extra);
+    await this.repo.setDeliveryExtra(deliveryId, json, engagement.at);
+    return { ...row, extra: json };
   }
 
   // --- any transition ---------------------------------------------------------------------

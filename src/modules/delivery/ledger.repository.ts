@@ -19,6 +19,14 @@ export interface DeliveryIdentity extends MessageIdentity {
 const DELIVERY_VALUE_COLUMNS = ['status', 'attempts', 'sent_at', 'delivered_at', 'provider_message_id', 'extra', 'updated_at'] as const;
 export type DeliveryValues = { id: string } & Pick<DeliveryRow, (typeof DELIVERY_VALUE_COLUMNS)[number]>;
 
+/** A delivery someone engaged with (opened, clicked), with what its event needs. */
+export interface EngagedDelivery extends DeliveryIdentity {
+  status: string;
+  extra: string | null;
+  user_id: string;
+  notification_id: string;
+}
+
 /** Rows per INSERT: well under SQLite's bound-parameter limit with 12 columns each. */
 const INSERT_CHUNK = 500;
 
@@ -129,6 +137,18 @@ export class LedgerRepository {
     let q = this.db.selectFrom('deliveries').select('extra').where('id', '=', deliveryId);
     if (this.lockRows) q = q.forUpdate();
     return q.executeTakeFirst();
+  }
+
+  /** A delivery with its message's recipient and type, locked for an engagement merged into it. */
+  async deliveryForEngagementForUpdate(deliveryId: string): Promise<EngagedDelivery | undefined> {
+    const row = await this.deliveryExtraForUpdate(deliveryId);
+    if (!row) return undefined;
+    return this.db
+      .selectFrom('deliveries as d')
+      .innerJoin('messages as m', 'm.tracking_id', 'd.tracking_id')
+      .select(['d.id', 'd.tracking_id', 'd.account_id', 'd.env_id', 'd.channel', 'd.status', 'd.extra', 'm.user_id', 'm.notification_id'])
+      .where('d.id', '=', deliveryId)
+      .executeTakeFirst();
   }
 
   async setDeliveryExtra(deliveryId: string, extra: string | null, at: string): Promise<void> {

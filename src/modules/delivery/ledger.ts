@@ -28,9 +28,10 @@ import type { CoreTables } from '../../storage/schema.js';
 import type { LogChannel } from '../sending/channels.js';
 import type { DeliveryRow } from '../sending/sending.tables.js';
 import { LedgerRepository } from './ledger.repository.js';
-import { type DeliveryFailure, LedgerSession, type MessageFailure } from './ledger-session.js';
+import type { EngagedDelivery } from './ledger.repository.js';
+import { type DeliveryFailure, type Engagement, LedgerSession, type MessageFailure } from './ledger-session.js';
 
-export { LedgerSession, successFields, type AttemptOutcome, type DeliveryFailure, type DeliverySuccess, type MessageFailure } from './ledger-session.js';
+export { LedgerSession, successFields, type Engagement, type AttemptOutcome, type DeliveryFailure, type DeliverySuccess, type MessageFailure } from './ledger-session.js';
 
 export interface LedgerDeps {
   db: Kysely<CoreTables>;
@@ -111,6 +112,24 @@ export class DeliveryLedger {
   /** Merges log fields into a delivery's `extra` (inbound SMS, auto-replies); no transition. */
   mergeDeliveryDetails(deliveryId: string, fields: Record<string, unknown>, at: string): Promise<boolean> {
     return this.transaction((tx) => tx.mergeDeliveryDetails(deliveryId, fields, at));
+  }
+
+  /**
+   * Records an open or a click of a sent email (LedgerSession.recordEngagement) and, when there
+   * was one, runs `alongside` in the same transaction (the webhook outbox's event), so the log
+   * field and its event commit together. Undefined: no sent email delivery `deliveryId` in `envId`.
+   */
+  recordEngagement(
+    deliveryId: string,
+    envId: string,
+    engagement: Engagement,
+    alongside: (trx: Kysely<CoreTables>, delivery: EngagedDelivery) => Promise<unknown>,
+  ): Promise<EngagedDelivery | undefined> {
+    return this.transaction(async (tx) => {
+      const delivery = await tx.recordEngagement(deliveryId, envId, engagement);
+      if (delivery) await alongside(tx.db, delivery);
+      return delivery;
+    });
   }
 
   /**

@@ -352,7 +352,7 @@ export class DeliveryWorker {
       forceChannels: body.forceChannels,
       withContent: new Set(contents.keys()),
       type: { enabled: type.enabled, channels: type.channels },
-      user: { ...user, suppressed },
+      user: { ...user, suppressed, off: reads.channelsOff(message) },
       disabledForEnvironment: JSON.parse(env.disable_sending) as Channel[],
       available: new Set(Object.keys(this.executors) as SendChannel[]),
     });

@@ -2,6 +2,7 @@ import type { Deps } from '../../deps.js';
 import type { ComponentResolver } from '../../rendering/liquid.js';
 import { componentResolver } from '../components/components.service.js';
 import { type EnvironmentRow, EnvironmentsRepository } from '../environments/environments.repository.js';
+import { PreferencesRepository } from '../preferences/preferences.repository.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import type { ResolvedTemplate, TemplatesService } from '../templates/templates.service.js';
 import { type NotificationType, ensureType } from '../types/types.service.js';
@@ -20,6 +21,8 @@ export class PlanningReads {
   private readonly messages = new Map<string, MessageRow>();
   private readonly users = new Map<string, { user: User; suppressions: Suppressions }>();
   private readonly shared = new Map<string, Promise<unknown>>();
+  /** Log channels a user turned off per notification type (user_preferences `off`), keyed like users + type. */
+  private readonly off = new Map<string, Set<string>>();
 
   private constructor(
     private readonly deps: Deps,
@@ -40,6 +43,15 @@ export class PlanningReads {
       const { account_id: accountId, env_id: envId } = group[0];
       const found = await users.getManyWithSuppressions(accountId, envId, [...new Set(group.map((m) => m.user_id))]);
       for (const [userId, user] of found) reads.users.set(`${accountId}\u0000${envId}\u0000${userId}`, user);
+      // One query per environment for the batch's (user, type) pairs; most batches find none.
+      const prefs = await new PreferencesRepository(deps.db).forUsers(accountId, envId, [...found.keys()], [...new Set(group.map((m) => m.notification_id))]);
+      for (const p of prefs) {
+        if (p.delivery !== 'off') continue;
+        const key = `${accountId}\u0000${envId}\u0000${p.user_id}\u0000${p.notification_id}`;
+        let set = reads.off.get(key);
+        if (!set) reads.off.set(key, (set = new Set()));
+        set.add(p.channel);
+      }
     }
     return reads;
   }
@@ -51,6 +63,11 @@ export class PlanningReads {
   /** The message's recipient with their suppressions; undefined when the user was deleted. */
   user(message: MessageRow): { user: User; suppressions: Suppressions } | undefined {
     return this.users.get(`${message.account_id}\u0000${message.env_id}\u0000${message.user_id}`);
+  }
+
+  /** The log channels the recipient turned off for the message's type (unsubscribe, preferences). */
+  channelsOff(message: MessageRow): ReadonlySet<string> {
+    return this.off.get(`${message.account_id}\u0000${message.env_id}\u0000${message.user_id}\u0000${message.notification_id}`) ?? NONE;
   }
 
   environment(message: MessageRow): Promise<EnvironmentRow | undefined> {
@@ -110,5 +127,6 @@ export class PlanningReads {
   }
 }
 
+const NONE: ReadonlySet<string> = new Set();
 const envKey = (m: MessageRow) => `${m.account_id}\u0000${m.env_id}`;
 const typeKey = (m: MessageRow) => `${envKey(m)}\u0000${m.notification_id}`;

@@ -1,5 +1,5 @@
 import type { Channel } from '../../http/schemas.js';
-import { SEND_CHANNELS, type SendChannel } from './channels.js';
+import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
 
 /** Why a channel was not used; recorded as `<channel>_routing_reason`. */
 export type SkipReason =
@@ -13,6 +13,7 @@ export type SkipReason =
   | 'NO_WEB_PUSH_SUBSCRIPTION'
   | 'NO_SLACK_DESTINATION'
   | 'USER_SUPPRESSED'
+  | 'USER_UNSUBSCRIBED'
   | 'DISABLED_FOR_ENVIRONMENT'
   | 'CHANNEL_UNAVAILABLE';
 
@@ -31,6 +32,8 @@ export interface RoutingInput {
     slackChannel?: string | null;
     /** Channels the user is suppressed on (e.g. EMAIL after a hard bounce, SMS after STOP). */
     suppressed: ReadonlySet<string>;
+    /** Log channels (email, sms, ...) the user turned off for this notification type (unsubscribe, preferences). */
+    off?: ReadonlySet<string>;
   };
   disabledForEnvironment: readonly Channel[];
   /** Channels this server can deliver now (a provider or the local development carrier exists). */
@@ -64,6 +67,8 @@ export function routeChannels(input: RoutingInput): RoutingDecision[] {
     const unreachable = contact[channel](input.user);
     if (unreachable) return skip(unreachable);
     if (input.user.suppressed.has(channel)) return skip('USER_SUPPRESSED');
+    // forceChannels does not override it: the user asked for none of this type on this channel.
+    if (input.user.off?.has(logNameOf(channel))) return skip('USER_UNSUBSCRIBED');
     if (input.disabledForEnvironment.includes(channel)) return skip('DISABLED_FOR_ENVIRONMENT');
     if (!input.available.has(channel)) return skip('CHANNEL_UNAVAILABLE');
     return { channel, routing: 'SEND' };

@@ -1,9 +1,14 @@
 import type { EmailProviders } from '../../../channels/email/registry.js';
 import { DeliveryError, type EmailAttachment } from '../../../channels/types.js';
 import type { Config } from '../../../config.js';
+import type { EngagementService, TrackingSetting } from '../../engagement/engagement.service.js';
 import { type ChannelExecutor, str } from './types.js';
 
-export function emailExecutor(config: Config, providers: EmailProviders): ChannelExecutor {
+/**
+ * `engagement`: adds the List-Unsubscribe headers and, as the environment's switches say, open
+ * and click tracking to every mail (the channel composes them; it knows no module).
+ */
+export function emailExecutor(config: Config, providers: EmailProviders, engagement?: EngagementService): ChannelExecutor {
   return {
     fromInline: (body) => (body.email ? { ...body.email } : null),
     preview: (c) => str(c.subject) ?? '',
@@ -19,6 +24,12 @@ export function emailExecutor(config: Config, providers: EmailProviders): Channe
       );
       // One Message-ID per delivery: a retry or a redelivery after a crash carries the same id.
       const messageId = `${delivery.id}@clarion`;
+      let decoration: ReturnType<EngagementService['emailDecoration']> | undefined;
+      if (engagement) {
+        const read = () => engagement.getTrackingSetting({ accountId: message.account_id, envId: message.env_id });
+        const setting: TrackingSetting = await (scope ? scope.once(`email-tracking ${message.account_id} ${message.env_id}`, read) : read());
+        decoration = engagement.emailDecoration(delivery, message, setting);
+      }
       const result = await provider.send({
         from: {
           address: options.fromAddress ?? str(content.senderEmail) ?? config.defaultFromAddress,
@@ -33,6 +44,7 @@ export function emailExecutor(config: Config, providers: EmailProviders): Channe
         previewText: str(content.previewText),
         attachments,
         messageId,
+        ...(decoration ? { headers: decoration.headers, ...(decoration.tracking ? { tracking: decoration.tracking } : {}) } : {}),
         meta: { accountId: message.account_id, envId: message.env_id, trackingId: message.tracking_id, userId: message.user_id },
       });
       return {

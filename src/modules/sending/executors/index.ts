@@ -1,6 +1,7 @@
 import type { MailCatcherStore } from '../../../channels/email/mail-catcher.js';
 import { type EmailStores, EmailProviders } from '../../../channels/email/registry.js';
 import type { Deps } from '../../../deps.js';
+import type { EngagementService } from '../../engagement/engagement.service.js';
 import type { InappService } from '../../inapp/inapp.service.js';
 import type { ApnSettingsService } from '../../push/apn-settings.service.js';
 import type { FcmSettingsService } from '../../push/fcm.service.js';
@@ -30,6 +31,7 @@ export interface ExecutorServices {
   apnSettings: ApnSettingsService;
   fcmSettings: FcmSettingsService;
   slackSettings: SlackSettingsService;
+  engagement?: EngagementService;
   repositories: { telephony: TelephonyRepository; mailCatcher: MailCatcherStore; emailSettings: EmailStores['settings'] };
 }
 
@@ -38,7 +40,7 @@ export function buildExecutors(deps: Deps, services: ExecutorServices): { execut
   const { mailCatcher, emailSettings } = services.repositories;
   const emailProviders = new EmailProviders(deps, { caught: mailCatcher, settings: emailSettings });
   const candidates: [SendChannel, ManagedExecutor | null][] = [
-    ['EMAIL', { ...emailExecutor(deps.config, emailProviders), close: () => emailProviders.close() }],
+    ['EMAIL', { ...emailExecutor(deps.config, emailProviders, services.engagement), close: () => emailProviders.close() }],
     ['INAPP_WEB', inappExecutor(services.inapp)],
     ['SMS', smsExecutor(deps, services)],
     ['CALL', callExecutor(deps, services)],

@@ -1,0 +1,229 @@
+import type { EmailTracking } from '../../channels/types.js';
+import { publicBase } from '../../channels/telephony/endpoint.js';
+import type { Deps } from '../../deps.js';
+import type { EnvScope } from '../../storage/env-settings.js';
+import { EnvironmentsRepository } from '../environments/environments.repository.js';
+import { PreferencesRepository } from '../preferences/preferences.repository.js';
+import type { WebhookOutbox } from '../webhooks/outbox.js';
+import { EngagementTokens, type UnsubscribeToken } from './tokens.js';
+import type { TrackingSettingsRepository } from './tracking-settings.repository.js';
+
+/** An environment's tracking switches (GET/PUT /settings/email/tracking); both on by default. */
+export interface TrackingSetting {
+  opens: boolean;
+  clicks: boolean;
+}
+
+/** Who engaged: the request's user agent and address, as the log records them. */
+export interface EngagementClient {
+  userAgent?: string;
+  ip?: string;
+}
+
+/** How the user unsubscribed: their mail client's RFC 8058 POST, or the button of the confirmation page. */
+export type UnsubscribeMethod = 'one-click' | 'page';
+
+/** What the email executor adds to one delivery's mail. */
+export interface EmailDecoration {
+  headers: Record<string, string>;
+  tracking?: EmailTracking;
+}
+
+/** The public routes of the tokens (engagement.routes.ts). */
+export const ENGAGEMENT_PATHS = {
+  open: '/e/open/:token',
+  click: '/e/click/:token',
+  unsubscribe: '/unsubscribe/:token',
+} as const;
+
+/**
+ * Email engagement: open and click tracking (a pixel and tracked links with signed tokens,
+ * recorded through the delivery ledger with their webhook event in the same transaction) and the
+ * one-click unsubscribe (RFC 8058), which turns the notification type's email off for the user
+ * (user_preferences) and emits EMAIL_UNSUBSCRIBE.
+ */
+export class EngagementService {
+  readonly tokens: EngagementTokens;
+  private readonly base: string;
+  /** The domain of unsubscribe+TOKEN@ addresses: the platform sender's. */
+  private readonly mailDomain: string;
+
+  constructor(
+    private readonly deps: Pick<Deps, 'config' | 'clock' | 'db' | 'secrets' | 'ledger'>,
+    private readonly settings: TrackingSettingsRepository,
+    private readonly outbox: WebhookOutbox,
+  ) {
+    this.tokens = new EngagementTokens(deps.secrets.engagementKey);
+    this.base = publicBase(deps.config).replace(/\/+$/, '');
+    this.mailDomain = deps.config.defaultFromAddress.split('@')[1] || 'clarion.localhost';
+  }
+
+  // --- settings ---------------------------------------------------------------------------
+
+  async getTrackingSetting(scope: EnvScope): Promise<TrackingSetting> {
+    const row = await this.settings.find(scope);
+    return row ? { opens: row.track_opens === 1, clicks: row.track_clicks === 1 } : { opens: true, clicks: true };
+  }
+
+  async putTrackingSetting(scope: EnvScope, setting: Partial<TrackingSetting>): Promise<TrackingSetting> {
+    const current = await this.getTrackingSetting(scope);
+    const next = { opens: setting.opens ?? current.opens, clicks: setting.clicks ?? current.clicks };
+    const now = this.deps.clock.now().toISOString();
+    await this.settings.upsert({ env_id: scope.envId, account_id: scope.accountId, track_opens: next.opens ? 1 : 0, track_clicks: next.clicks ? 1 : 0, created_at: now, updated_at: now });
+    return next;
+  }
+
+  // --- composition ------------------------------------------------------------------------
+
+  /**
+   * The List-Unsubscribe headers of one delivery's mail and, as the environment's switches say,
+   * its tracking. `setting`: the environment's switches, read once per batch by the caller.
+   */
+  emailDecoration(
+    delivery: { id: string; tracking_id: string; account_id: string; env_id: string },
+    message: { user_id: string; notification_id: string },
+    setting: TrackingSetting,
+  ): EmailDecoration {
+    const unsubscribe = this.tokens.sign({
+      kind: 'unsubscribe',
+      accountId: delivery.account_id,
+      envId: delivery.env_id,
+      userId: message.user_id,
+      notificationId: message.notification_id,
+      trackingId: delivery.tracking_id,
+    });
+    const headers = {
+      // RFC 2369 and RFC 8058: the https URL takes the one-click POST; the mailto is the fallback.
+      'List-Unsubscribe': `<${this.url(ENGAGEMENT_PATHS.unsubscribe, unsubscribe)}>, <mailto:unsubscribe+${unsubscribe}@${this.mailDomain}>`,
+      'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+    };
+    if (!setting.opens && !setting.clicks) return { headers };
+    const envId = delivery.env_id;
+    return {
+      headers,
+      tracking: {
+        ...(setting.opens ? { pixelUrl: this.url(ENGAGEMENT_PATHS.open, this.tokens.sign({ kind: 'open', envId, deliveryId: delivery.id })) } : {}),
+        ...(setting.clicks
+          ? { link: (url: string, tags: Record<string, string[]> | undefined) => this.url(ENGAGEMENT_PATHS.click, this.tokens.sign({ kind: 'click', envId, deliveryId: delivery.id, url, ...(tags ? { tags } : {}) })) }
+          : {}),
+      },
+    };
+  }
+
+  private url(path: string, token: string): string {
+    return this.base + path.replace(':token', token);
+  }
+
+  // --- opens and clicks -------------------------------------------------------------------
+
+  /**
+   * Records an open of the pixel's email. Null: the token is not valid; false: valid, but no sent
+   * email of it is left in its environment (log retention), so nothing was recorded.
+   */
+  async open(raw: string, client: EngagementClient): Promise<boolean | null> {
+    const token = this.tokens.verify(raw, 'open');
+    if (!token) return null;
+    const at = this.deps.clock.now().toISOString();
+    const done = await this.deps.ledger.recordEngagement(token.deliveryId, token.envId, { kind: 'open', at, ...client }, (trx, d) =>
+      this.outbox.emit(trx, [
+        {
+          accountId: d.account_id,
+          envId: d.env_id,
+          type: 'EMAIL_OPEN',
+          payload: { channel: 'EMAIL', userId: d.user_id, notificationId: d.notification_id, trackingId: d.tracking_id, occurredAt: at, details: { ...details('email_opened', at, client), ...ordinal(d.extra, 'email_opened') } },
+        },
+      ]),
+    );
+    return done !== undefined;
+  }
+
+  /** Records a click and answers the link it leads to; null for a token that is not valid. */
+  async click(raw: string, client: EngagementClient): Promise<string | null> {
+    const token = this.tokens.verify(raw, 'click');
+    if (!token) return null;
+    const at = this.deps.clock.now().toISOString();
+    await this.deps.ledger.recordEngagement(token.deliveryId, token.envId, { kind: 'click', at, ...client, link: token.url, ...(token.tags ? { tags: token.tags } : {}) }, (trx, d) =>
+      this.outbox.emit(trx, [
+        {
+          accountId: d.account_id,
+          envId: d.env_id,
+          type: 'EMAIL_CLICK',
+          payload: {
+            channel: 'EMAIL',
+            userId: d.user_id,
+            notificationId: d.notification_id,
+            trackingId: d.tracking_id,
+            clickedLink: token.url,
+            ...(token.tags ? { clickedLinkTags: token.tags } : {}),
+            occurredAt: at,
+            details: { ...details('email_clicked', at, client), email_clicked_link: token.url, ...ordinal(d.extra, 'email_clicked') },
+          },
+        },
+      ]),
+    );
+    // A valid token always leads on, even once its log is gone (retention): the reader clicked a real link.
+    return token.url;
+  }
+
+  // --- unsubscribe ------------------------------------------------------------------------
+
+  /** The unsubscribe token's content, or null when it is not valid. */
+  unsubscribeTarget(raw: string): UnsubscribeToken | null {
+    return this.tokens.verify(raw, 'unsubscribe');
+  }
+
+  /**
+   * Turns the token's notification type's email off for its user and emits EMAIL_UNSUBSCRIBE
+   * (once: a repeated POST, which mail clients do, changes and emits nothing). False: the token
+   * is not valid or its environment is gone.
+   */
+  async unsubscribe(raw: string, client: EngagementClient, method: UnsubscribeMethod): Promise<boolean> {
+    const token = this.unsubscribeTarget(raw);
+    if (!token) return false;
+    const env = await new EnvironmentsRepository(this.deps.db).find(token.accountId, token.envId);
+    if (!env) return false;
+    const at = this.deps.clock.now().toISOString();
+    await this.deps.db.transaction().execute(async (trx) => {
+      const prefs = new PreferencesRepository(trx);
+      const existing = (await prefs.ofUser(token.accountId, token.envId, token.userId)).find((p) => p.notification_id === token.notificationId && p.channel === 'email');
+      if (existing?.delivery === 'off') return;
+      await prefs.upsert({
+        env_id: token.envId,
+        user_id: token.userId,
+        notification_id: token.notificationId,
+        channel: 'email',
+        account_id: token.accountId,
+        delivery: 'off',
+        source: 'unsubscribe',
+        created_at: existing?.created_at ?? at,
+        updated_at: at,
+      });
+      await this.outbox.emit(trx, [
+        {
+          accountId: token.accountId,
+          envId: token.envId,
+          type: 'EMAIL_UNSUBSCRIBE',
+          payload: {
+            channel: 'EMAIL',
+            userId: token.userId,
+            notificationId: token.notificationId,
+            trackingId: token.trackingId,
+            occurredAt: at,
+            details: { email_unsubscribed_at: at, method, ...(client.userAgent ? { user_agent: client.userAgent } : {}), ...(client.ip ? { ip: client.ip } : {}) },
+          },
+        },
+      ]);
+    });
+    return true;
+  }
+}
+
+/** `first`: whether this was the delivery's first open (click); `count`: how many so far, this one included. */
+function ordinal(extra: string | null, prefix: string): { first: boolean; count: number } {
+  const count = Number((extra ? (JSON.parse(extra) as Record<string, unknown>) : {})[`${prefix}_count`] ?? 1);
+  return { first: count === 1, count };
+}
+
+function details(prefix: string, at: string, client: EngagementClient): Record<string, unknown> {
+  return { [`${prefix}_at`]: at, ...(client.userAgent ? { [`${prefix}_user_agent`]: client.userAgent } : {}), ...(client.ip ? { [`${prefix}_ip`]: client.ip } : {}) };
+}
