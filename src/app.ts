@@ -26,6 +26,7 @@ import { userRoutes } from './modules/users/users.routes.js';
 import { devCarrierRoutes } from './local-providers/dev-carrier/dev-carrier.routes.js';
 import { mailCatcherRoutes } from './local-providers/mail-catcher/mail-catcher.routes.js';
 import { emailSettingsRoutes } from './modules/email/email-settings.routes.js';
+import { addressRoutes } from './modules/addresses/addresses.routes.js';
 import { webhookRoutes } from './modules/webhooks/webhooks.routes.js';
 import type { Services } from './services.js';
 
@@ -117,6 +118,7 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   fcmRoutes(app, services.fcmSettings);
   slackRoutes(app, services.slackSettings);
   webhookRoutes(app, services.webhooks);
+  addressRoutes(app, services.addresses, services.inbound);
   // Local stand-ins for providers: the mail catcher always (mail goes there without SMTP), the
   // development carrier when no Twilio credentials are configured.
   mailCatcherRoutes(app, services.mailCatcher);

@@ -3,6 +3,9 @@ import type { Deps } from './deps.js';
 import { DevCarrier } from './local-providers/dev-carrier/dev-carrier.js';
 import { MailCatcherRepository } from './local-providers/mail-catcher/mail-catcher.repository.js';
 import { MailCatcherService } from './local-providers/mail-catcher/mail-catcher.service.js';
+import { AddressesRepository } from './modules/addresses/addresses.repository.js';
+import { AddressesService } from './modules/addresses/addresses.service.js';
+import { InboundMailService } from './modules/addresses/inbound.service.js';
 import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { AccountsService } from './modules/accounts/accounts.service.js';
 import { AuthService } from './modules/auth/auth.service.js';
@@ -71,6 +74,10 @@ export interface Services {
   logs: LogsService;
   /** Webhook endpoints and this process's webhook worker (started with the other workers). */
   webhooks: WebhooksService;
+  /** Inbound email addresses (AddressesApi). */
+  addresses: AddressesService;
+  /** Inbound mail: parses, links and records what the inbound SMTP server accepts. */
+  inbound: InboundMailService;
   /** Local stand-ins for providers (src/local-providers). */
   mailCatcher: MailCatcherService;
   /** The development carrier; null when Twilio credentials are configured (no /dev-carrier routes). */
@@ -95,6 +102,8 @@ export function buildServices(deps: Deps): Services {
   const auth = new AuthService(deps, repositories);
   const numbers = new NumbersService(deps, repositories.telephony);
   const users = new UsersService(deps);
+  const webhooks = new WebhooksService(deps);
+  const addressesRepo = new AddressesRepository(deps.db);
   return {
     repositories,
     renderer,
@@ -117,7 +126,9 @@ export function buildServices(deps: Deps): Services {
     telephonyCallbacks: new TelephonyCallbacks(deps, users, repositories.telephony),
     sending: new SendingService(deps, deps.queue),
     logs: new LogsService(deps, deps.queue),
-    webhooks: new WebhooksService(deps),
+    webhooks,
+    addresses: new AddressesService(deps, addressesRepo),
+    inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),
     devCarrier: telephonyEndpoint(deps)?.dev ? new DevCarrier(deps, numbers, repositories.telephony) : null,
   };
