@@ -3,7 +3,7 @@
 // webhook endpoint signed; new mail is recorded too; unknown recipients are refused at RCPT,
 // oversized mail at SIZE and after DATA, malformed mail after DATA; environments stay apart.
 import net from 'node:net';
-import nodemailer from 'nodemailer';
+import nodemailer, { type Transporter } from 'nodemailer';
 import { verify as pingramVerify } from 'pingram/webhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InboundSmtpServer } from '../../src/modules/addresses/inbound-smtp.js';
@@ -49,7 +49,7 @@ describe.each(STORAGE_KINDS)('inbound email over SMTP (%s)', (kind) => {
   let smtp: InboundSmtpServer;
   let receiver: WebhookReceiver;
   let secret: string;
-  let mta: nodemailer.Transporter;
+  let mta: Transporter;
   const call = (method: 'GET' | 'POST', url: string, payload?: object, headers: Record<string, string> = t.auth) =>
     t.app.inject({ method, url, headers, ...(payload ? { payload } : {}) });
   const log = async (trackingId: string) => (await call('GET', `/logs/${trackingId}`)).json().logs?.[0];
