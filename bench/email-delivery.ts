@@ -116,7 +116,7 @@ export async function clarionDelivery(n: number): Promise<EmailRun> {
     await stop(api.child);
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), 'worker'], {
       cwd: ROOT,
-      env: { ...process.env, ...env, LOG_LEVEL: CLARION_LOG_LEVEL },
+      env: { ...process.env, CLARION_INBOUND_SMTP_PORT: 'off', ...env, LOG_LEVEL: CLARION_LOG_LEVEL },
       stdio: 'ignore',
     });
     await s.waitFor(1);

@@ -24,7 +24,8 @@ export const CLARION_LOG_LEVEL = process.env.LOG_LEVEL ?? 'info';
 export function start(entry: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp, root = ROOT): Promise<{ child: ChildProcess; out: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry), ...args], {
     cwd: root,
-    env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, ...env },
+    // The inbound SMTP server is off: several bench processes (and other checkouts) run at once.
+    env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, CLARION_INBOUND_SMTP_PORT: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   return new Promise((resolve, reject) => {
@@ -193,7 +194,7 @@ export async function serveClarion(env: NodeJS.ProcessEnv, root = ROOT, nodeArgs
   const port = await freePort();
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(root, 'src/main.ts'), 'serve'], {
     cwd: root,
-    env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, PORT: String(port), ...env },
+    env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, PORT: String(port), CLARION_INBOUND_SMTP_PORT: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -222,7 +223,7 @@ export function bannerKey(out: string): string {
 export async function runClarion(args: string[], env: NodeJS.ProcessEnv, root = ROOT): Promise<string> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts'), ...args], {
     cwd: root,
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    env: { ...process.env, LOG_LEVEL: 'warn', CLARION_INBOUND_SMTP_PORT: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -50,6 +50,14 @@ export interface Config extends TelephonySettings {
   webhookEndpointConcurrency: number;
   /** How often a worker looks for new events and due webhook retries, in ms. */
   webhookPollMs: number;
+  /** Port of the inbound SMTP server (CLARION_INBOUND_SMTP_PORT, default 2525); null: off (0 or 'off'). */
+  inboundSmtpPort: number | null;
+  /** Interface the inbound SMTP server listens on (CLARION_INBOUND_SMTP_HOST, default HOST). */
+  inboundSmtpHost: string;
+  /** Mail domain of built-in inbound addresses (prefix@domain). */
+  inboundDomain: string;
+  /** Largest inbound message accepted, in bytes (advertised with SIZE; larger ones get 552). */
+  inboundMaxBytes: number;
 }
 
 export class ConfigError extends Error {}
@@ -121,6 +129,22 @@ function webPushUrgency(raw: string | undefined): Config['webPushUrgency'] {
   return value;
 }
 
+function inboundSmtpPort(env: NodeJS.ProcessEnv): number | null {
+  const raw = env.CLARION_INBOUND_SMTP_PORT;
+  if (raw !== undefined && /^(off|false|no)$/i.test(raw.trim())) return null;
+  const port = int(env, 'CLARION_INBOUND_SMTP_PORT', 2525, 0);
+  if (port > 65535) throw new ConfigError(`CLARION_INBOUND_SMTP_PORT must be a port (1-65535), 0 or off, got "${raw}"`);
+  return port === 0 ? null : port;
+}
+
+function mailDomain(raw: string | undefined): string {
+  const value = (raw || 'inbound.localhost').trim().toLowerCase();
+  if (!/^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/.test(value)) {
+    throw new ConfigError(`CLARION_INBOUND_DOMAIN must be a domain name, got "${raw}"`);
+  }
+  return value;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const role = env.CLARION_ROLE ?? 'all';
   if (role !== 'all' && role !== 'api' && role !== 'worker') {
@@ -162,5 +186,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookConcurrency: int(env, 'CLARION_WEBHOOK_CONCURRENCY', 64, 1),
     webhookEndpointConcurrency: int(env, 'CLARION_WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1),
     webhookPollMs: int(env, 'CLARION_WEBHOOK_POLL_MS', 250, 10),
+    inboundSmtpPort: inboundSmtpPort(env),
+    inboundSmtpHost: env.CLARION_INBOUND_SMTP_HOST || env.HOST || '127.0.0.1',
+    inboundDomain: mailDomain(env.CLARION_INBOUND_DOMAIN),
+    inboundMaxBytes: int(env, 'CLARION_INBOUND_MAX_BYTES', 10 * 1024 * 1024, 1024),
   };
 }

@@ -3,6 +3,9 @@ import type { Deps } from './deps.js';
 import { DevCarrier } from './local-providers/dev-carrier/dev-carrier.js';
 import { MailCatcherRepository } from './local-providers/mail-catcher/mail-catcher.repository.js';
 import { MailCatcherService } from './local-providers/mail-catcher/mail-catcher.service.js';
+import { AddressesRepository } from './modules/addresses/addresses.repository.js';
+import { AddressesService } from './modules/addresses/addresses.service.js';
+import { InboundMailService } from './modules/addresses/inbound.service.js';
 import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { AccountsService } from './modules/accounts/accounts.service.js';
 import { AuthService } from './modules/auth/auth.service.js';
@@ -75,6 +78,10 @@ export interface Services {
   webhooks: WebhooksService;
   /** Open and click tracking, one-click unsubscribe (modules/engagement). */
   engagement: EngagementService;
+  /** Inbound email addresses (AddressesApi). */
+  addresses: AddressesService;
+  /** Inbound mail: parses, links and records what the inbound SMTP server accepts. */
+  inbound: InboundMailService;
   /** Local stand-ins for providers (src/local-providers). */
   mailCatcher: MailCatcherService;
   /** The development carrier; null when Twilio credentials are configured (no /dev-carrier routes). */
@@ -100,6 +107,7 @@ export function buildServices(deps: Deps): Services {
   const numbers = new NumbersService(deps, repositories.telephony);
   const users = new UsersService(deps);
   const webhooks = new WebhooksService(deps);
+  const addressesRepo = new AddressesRepository(deps.db);
   return {
     repositories,
     renderer,
@@ -124,6 +132,8 @@ export function buildServices(deps: Deps): Services {
     logs: new LogsService(deps, deps.queue),
     webhooks,
     engagement: new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox),
+    addresses: new AddressesService(deps, addressesRepo),
+    inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),
     devCarrier: telephonyEndpoint(deps)?.dev ? new DevCarrier(deps, numbers, repositories.telephony) : null,
   };

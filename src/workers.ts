@@ -5,6 +5,7 @@ import type { DeliveryWorker } from './modules/sending/delivery.worker.js';
 import { type Executors, buildExecutors } from './modules/sending/executors/index.js';
 import { registerSendingJobs } from './modules/sending/sending.jobs.js';
 import { registerMaintenanceJobs } from './modules/system/maintenance.jobs.js';
+import { InboundSmtpServer } from './modules/addresses/inbound-smtp.js';
 import { startWebhookJobs } from './modules/webhooks/webhooks.jobs.js';
 
 export interface Workers {
@@ -15,6 +16,8 @@ export interface Workers {
   purge(): Promise<void>;
   /** Schedules this hour's purge job (one per hour across every process). */
   schedulePurge(): Promise<string>;
+  /** The inbound SMTP server of this process; null when CLARION_INBOUND_SMTP_PORT is off. */
+  inboundSmtp: InboundSmtpServer | null;
   stop(): Promise<void>;
 }
 
@@ -31,6 +34,19 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   const maintenance = registerMaintenanceJobs(deps);
   await deps.queue.start();
   const webhooks = startWebhookJobs(services.webhooks);
+  // Inbound mail is received where the workers run (roles all and worker): it records into the
+  // ledger and the webhook outbox, like them, and the API process stays HTTP only.
+  const { inboundSmtpPort, inboundSmtpHost, inboundMaxBytes } = deps.config;
+  let inboundSmtp: InboundSmtpServer | null = null;
+  if (inboundSmtpPort !== null) {
+    try {
+      inboundSmtp = await new InboundSmtpServer(services.inbound, deps.logger, { port: inboundSmtpPort, host: inboundSmtpHost, maxBytes: inboundMaxBytes }).listen();
+    } catch (err) {
+      await webhooks.stop();
+      await deps.queue.stop();
+      throw err;
+    }
+  }
 
   // Every hour (as before: not at start), each process schedules that hour's purge; it runs once.
   const schedule = () => maintenance.schedulePurge().catch((err) => deps.logger.warn({ err }, 'could not schedule the retention purge'));
@@ -43,6 +59,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
     worker,
     purge: maintenance.purge,
     schedulePurge: maintenance.schedulePurge,
+    inboundSmtp,
     // Idempotent: a second stop waits for the first instead of closing connections twice.
     stop() {
       stopped ??= stopAll();
@@ -52,6 +69,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
 
   async function stopAll(): Promise<void> {
     clearInterval(timer);
+    await inboundSmtp?.close();
     await webhooks.stop();
     await deps.queue.stop();
     await worker.close();

@@ -149,6 +149,14 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'GET /webhooks/:endpointId/attempts': 'environment',
   'POST /webhooks/:endpointId/events/:eventId/replay': 'environment',
   'POST /webhooks/:endpointId/recover': 'environment',
+
+  // Inbound email addresses and what they received
+  'POST /addresses': 'environment',
+  'GET /addresses': 'environment',
+  'PATCH /addresses': 'environment',
+  'DELETE /addresses/:fullAddress': 'environment',
+  'GET /inbound-emails': 'environment',
+  'GET /inbound-emails/:inboundId': 'environment',
 };
 
 /** How a route with this permission authenticates its caller. */

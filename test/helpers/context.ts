@@ -35,7 +35,7 @@ export interface TestContext {
 
 export function testConfig(overrides: Partial<Config> = {}): Config {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-data-'));
-  return { ...loadConfig({ CLARION_DATA_DIR: dataDir, LOG_LEVEL: 'silent' }), ...overrides };
+  return { ...loadConfig({ CLARION_DATA_DIR: dataDir, LOG_LEVEL: 'silent', CLARION_INBOUND_SMTP_PORT: 'off' }), ...overrides };
 }
 
 export interface TestContextOptions {

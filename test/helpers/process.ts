@@ -8,7 +8,8 @@ export const ROOT = path.resolve(import.meta.dirname, '../..');
 export function spawnCli(args: string[], env: NodeJS.ProcessEnv): ChildProcess {
   return spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), ...args], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    // Off unless a test asks for it: parallel test processes would all want the default 2525.
+    env: { ...process.env, LOG_LEVEL: 'warn', CLARION_INBOUND_SMTP_PORT: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }

@@ -1,4 +1,5 @@
 import type { Deps } from '../../deps.js';
+import { AddressesRepository } from '../addresses/addresses.repository.js';
 import { LogsRepository } from '../logs/logs.repository.js';
 import { IdempotencyRepository } from '../sending/idempotency.repository.js';
 import { WebhooksRepository } from '../webhooks/webhooks.repository.js';
@@ -25,6 +26,8 @@ export function registerMaintenanceJobs(deps: Deps): Maintenance {
     await deps.ledger.purgeBefore(new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString());
     // Webhook events and attempts go with the same retention (pending deliveries stay until settled).
     await new WebhooksRepository(deps.db, deps.storage.dialect).purgeBefore(new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString());
+    // Inbound mail records go with the logs.
+    await new AddressesRepository(deps.db).purgeBefore(new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString());
     await new IdempotencyRepository(deps.db).purgeBefore(new Date(now - DAY_MS).toISOString());
     await new LogsRepository(deps.db).purgeQueriesBefore(new Date(now - DAY_MS).toISOString());
   };

@@ -1,0 +1,115 @@
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { SMTPServer } from 'smtp-server';
+import type { EmailAddressRow } from './addresses.tables.js';
+import { InboundRefusal, type InboundMailService } from './inbound.service.js';
+
+export interface InboundSmtpOptions {
+  /** 0: an ephemeral port (tests). */
+  port: number;
+  host: string;
+  maxBytes: number;
+  /** Name in the greeting. */
+  hostname?: string;
+}
+
+/** Recipients of one message: RCPT TO accepts at most this many (452 after). */
+const MAX_RECIPIENTS = 50;
+/** Connections at once; more are refused with 421. */
+const MAX_CLIENTS = 200;
+
+const smtpError = (responseCode: number, message: string) => Object.assign(new Error(message), { responseCode });
+
+/**
+ * The inbound SMTP server (package smtp-server): plain SMTP on CLARION_INBOUND_SMTP_PORT, as the
+ * last hop after an MX or a relay. RCPT TO is answered from the account addresses (550 for any
+ * other); SIZE is advertised and a larger message is refused with 552, at MAIL FROM when the
+ * client declares it and after DATA otherwise; a malformed message gets 550 5.6.0; a storage
+ * error 451 (the sender retries). No AUTH, no STARTTLS: it accepts mail for its own addresses
+ * only, so it relays nothing.
+ */
+export class InboundSmtpServer {
+  private readonly server: SMTPServer;
+  port = 0;
+
+  constructor(
+    private readonly inbound: InboundMailService,
+    private readonly logger: Logger,
+    private readonly options: InboundSmtpOptions,
+  ) {
+    this.server = new SMTPServer({
+      logger: false,
+      name: options.hostname,
+      banner: 'Clarion inbound mail',
+      disabledCommands: ['AUTH', 'STARTTLS'],
+      authOptional: true,
+      size: options.maxBytes,
+      rejectOversized: true,
+      maxRecipients: MAX_RECIPIENTS,
+      maxClients: MAX_CLIENTS,
+      socketTimeout: 60_000,
+      onRcptTo: (address, _session, callback) => {
+        this.inbound.findRecipient(address.address).then(
+          (row) => callback(row ? undefined : smtpError(550, `5.1.1 <${address.address}>: no such address here (it is not an inbound address of any account)`)),
+          (err: unknown) => {
+            this.logger.error({ err }, 'inbound SMTP: recipient lookup failed');
+            callback(smtpError(451, '4.3.0 Temporary failure, try again later'));
+          },
+        );
+      },
+      onData: (stream, session, callback) => {
+        const chunks: Buffer[] = [];
+        stream.on('data', (chunk: Buffer) => {
+          // Past the limit nothing more is kept; smtp-server answers 552 (rejectOversized).
+          if (!stream.sizeExceeded) chunks.push(chunk);
+        });
+        stream.on('error', (err) => callback(err));
+        stream.on('end', () => {
+          if (stream.sizeExceeded) {
+            callback(smtpError(552, `5.3.4 Message exceeds the size limit of ${options.maxBytes} bytes`));
+            return;
+          }
+          void this.deliver(Buffer.concat(chunks), session.envelope.rcptTo.map((r) => r.address)).then(() => callback(), (err: Error) => callback(err));
+        });
+      },
+    });
+    this.server.on('error', (err) => this.logger.warn({ err }, 'inbound SMTP connection error'));
+  }
+
+  private async deliver(raw: Buffer, addresses: string[]): Promise<void> {
+    // Looked up again: an address deleted since RCPT gets nothing.
+    const recipients = (await Promise.all(addresses.map((a) => this.inbound.findRecipient(a)))).filter((r): r is EmailAddressRow => !!r);
+    if (recipients.length === 0) throw smtpError(550, '5.1.1 None of the recipients is an inbound address any more');
+    try {
+      await this.inbound.receive(raw, recipients);
+    } catch (err) {
+      if (err instanceof InboundRefusal) throw smtpError(err.responseCode, err.message);
+      this.logger.error({ err }, 'inbound SMTP: could not record a message');
+      throw smtpError(451, '4.3.0 Temporary failure, try again later');
+    }
+  }
+
+  async listen(): Promise<this> {
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: NodeJS.ErrnoException) => {
+        reject(
+          err.code === 'EADDRINUSE'
+            ? new Error(`the inbound SMTP port ${this.options.host}:${this.options.port} is in use; set CLARION_INBOUND_SMTP_PORT to a free port, or to off`)
+            : err,
+        );
+      };
+      this.server.server.once('error', onError);
+      this.server.listen(this.options.port, this.options.host, () => {
+        this.server.server.off('error', onError);
+        resolve();
+      });
+    });
+    this.port = (this.server.server.address() as AddressInfo).port;
+    this.logger.info({ port: this.port, host: this.options.host }, 'inbound SMTP server listening');
+    return this;
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}

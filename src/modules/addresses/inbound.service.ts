@@ -1,0 +1,190 @@
+import { type AddressObject, type ParsedMail, simpleParser } from 'mailparser';
+import type { Deps } from '../../deps.js';
+import { invalid } from '../../errors.js';
+import type { EnvScope } from '../../storage/env-settings.js';
+import type { NewWebhookEvent, WebhookOutbox } from '../webhooks/outbox.js';
+import { AddressesRepository, type RepliedDelivery } from './addresses.repository.js';
+import type { EmailAddressRow, InboundEmailRow } from './addresses.tables.js';
+
+/** Text and HTML bodies are kept up to this many characters each in the log fields, the inbound record and the event. */
+export const INBOUND_BODY_MAX_CHARS = 256 * 1024;
+
+/** Why a message is refused; `code` is the SMTP reply code. */
+export class InboundRefusal extends Error {
+  constructor(
+    readonly responseCode: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The SDK's fields of an attachment the log keeps (never its content). */
+export interface AttachmentMeta {
+  filename: string | null;
+  contentType: string;
+  size: number;
+}
+
+/** One inbound message as the API lists it. */
+export interface InboundEmailView {
+  id: string;
+  address: string;
+  trackingId?: string;
+  receivedAt: string;
+  fields: Record<string, unknown>;
+}
+
+const addressesOf = (value: AddressObject | AddressObject[] | undefined) => (value ? (Array.isArray(value) ? value : [value]) : []).flatMap((a) => a.value);
+const joined = (value: AddressObject | AddressObject[] | undefined) => addressesOf(value).map((a) => a.address).filter(Boolean).join(', ') || undefined;
+const bare = (id: string) => id.trim().replace(/^<|>$/g, '');
+const cap = (text: string | undefined) => (text === undefined ? undefined : text.length > INBOUND_BODY_MAX_CHARS ? text.slice(0, INBOUND_BODY_MAX_CHARS) : text);
+
+/**
+ * Mail received by the inbound SMTP server (inbound-smtp.ts): parsed with mailparser, linked to
+ * the outbound email it replies to (its In-Reply-To, else the latest of its References, matched
+ * against the Message-ID Clarion gave the delivery: `<deliveryId@clarion>`, stored as the
+ * delivery's provider_message_id), and recorded in one transaction: the `email_inbound_*` fields
+ * merged into that delivery's log through the ledger, one `inbound_emails` row per receiving
+ * address (replies and new mail alike), and EMAIL_INBOUND through the webhook outbox.
+ */
+export class InboundMailService {
+  constructor(
+    private readonly deps: Pick<Deps, 'db' | 'clock' | 'ids' | 'ledger' | 'logger'>,
+    private readonly repo: AddressesRepository,
+    private readonly outbox: WebhookOutbox,
+  ) {}
+
+  /** An environment's inbound mail, newest first; `cursor` is the previous page's nextCursor. */
+  async list(scope: EnvScope, query: { cursor?: string; limit: number; trackingId?: string; address?: string }): Promise<{ emails: InboundEmailView[]; nextCursor?: string }> {
+    let before: { received_at: string; id: string } | undefined;
+    if (query.cursor) {
+      const row = await this.repo.findInbound(scope, query.cursor);
+      if (!row) throw invalid(`cursor "${query.cursor}" is not an inbound email of this environment.`, "Pass the previous answer's nextCursor.");
+      before = { received_at: row.received_at, id: row.id };
+    }
+    const rows = await this.repo.listInbound(scope, { before, limit: query.limit + 1, trackingId: query.trackingId, address: query.address?.trim().toLowerCase() });
+    const page = rows.slice(0, query.limit);
+    return { emails: page.map(inboundView), ...(rows.length > query.limit ? { nextCursor: page[page.length - 1].id } : {}) };
+  }
+
+  async find(scope: EnvScope, id: string): Promise<InboundEmailView | undefined> {
+    const row = await this.repo.findInbound(scope, id);
+    return row ? inboundView(row) : undefined;
+  }
+
+  /** The address a recipient names, or undefined (refused at RCPT). */
+  findRecipient(address: string): Promise<EmailAddressRow | undefined> {
+    return this.repo.findAddress(address.trim().toLowerCase());
+  }
+
+  /**
+   * Parses and records a message for the addresses it was accepted for; throws InboundRefusal
+   * when it is malformed. Returns the inbound records made.
+   */
+  async receive(raw: Buffer, recipients: EmailAddressRow[]): Promise<InboundEmailRow[]> {
+    let parsed: ParsedMail;
+    try {
+      parsed = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
+    } catch (err) {
+      throw new InboundRefusal(550, `5.6.0 Malformed message: ${(err as Error).message}`);
+    }
+    // mailparser reads nearly anything; what RFC 5322 cannot do without is a header section
+    // with an originator (3.6: From is required).
+    if (parsed.headerLines.length === 0) throw new InboundRefusal(550, '5.6.0 Malformed message: no header section (RFC 5322)');
+    const from = addressesOf(parsed.from).find((a) => a.address);
+    if (!from?.address) throw new InboundRefusal(550, '5.6.0 Malformed message: no From address (RFC 5322 3.6.2)');
+
+    const now = this.deps.clock.now().toISOString();
+    const references = (Array.isArray(parsed.references) ? parsed.references : parsed.references ? parsed.references.split(/\s+/) : []).filter(Boolean);
+    const inReplyTo = parsed.inReplyTo?.trim() || undefined;
+    const attachments: AttachmentMeta[] = parsed.attachments.map((a) => ({ filename: a.filename ?? null, contentType: a.contentType, size: a.size }));
+    const common: Record<string, unknown> = {
+      email_inbound_at: now,
+      email_inbound_from: from.address,
+      ...(from.name ? { email_inbound_from_name: from.name } : {}),
+      email_inbound_to: joined(parsed.to),
+      email_inbound_cc: joined(parsed.cc),
+      email_inbound_bcc: joined(parsed.bcc),
+      email_inbound_reply_to: joined(parsed.replyTo),
+      email_inbound_subject: parsed.subject,
+      email_inbound_body_text: cap(parsed.text),
+      email_inbound_body_html: cap(typeof parsed.html === 'string' ? parsed.html : undefined),
+      email_inbound_has_attachments: attachments.length > 0,
+      email_inbound_attachment_count: attachments.length,
+      ...(attachments.length ? { email_inbound_attachments: attachments } : {}),
+      email_inbound_message_id: parsed.messageId,
+      email_inbound_in_reply_to: inReplyTo,
+      email_inbound_references: references.length ? references.join(' ') : undefined,
+    };
+    for (const key of Object.keys(common)) if (common[key] === undefined) delete common[key];
+    // The ids a reply names, most specific first: In-Reply-To, then References newest first.
+    const named = [...new Set([inReplyTo, ...references.slice().reverse()].filter((id): id is string => !!id).map(bare))];
+
+    return this.deps.ledger.transaction(async (tx) => {
+      const repo = AddressesRepository.over(tx.db);
+      const rows: InboundEmailRow[] = [];
+      const events: NewWebhookEvent[] = [];
+      for (const address of recipients) {
+        const scope = { accountId: address.account_id, envId: address.env_id };
+        const candidates = await repo.repliedDeliveries(scope, named);
+        const replied = pickReplied(candidates, named);
+        const id = this.deps.ids.uuid();
+        const fields: Record<string, unknown> = {
+          email_inbound_id: id,
+          ...common,
+          email_inbound_inbox: address.full_address,
+          email_inbound_resolution_type: replied ? (inReplyTo && bare(inReplyTo) === replied.provider_message_id ? 'in_reply_to' : 'references') : 'none',
+        };
+        if (replied) await tx.mergeDeliveryDetails(replied.id, fields, now);
+        const row: InboundEmailRow = {
+          id,
+          account_id: address.account_id,
+          env_id: address.env_id,
+          address: address.full_address,
+          tracking_id: replied?.tracking_id ?? null,
+          delivery_id: replied?.id ?? null,
+          message_id: parsed.messageId ?? null,
+          fields: JSON.stringify(fields),
+          received_at: now,
+        };
+        await repo.insertInbound(row);
+        rows.push(row);
+        events.push({
+          accountId: address.account_id,
+          envId: address.env_id,
+          type: 'EMAIL_INBOUND',
+          payload: {
+            channel: 'EMAIL',
+            userId: replied?.user_id ?? '',
+            notificationId: replied?.notification_id ?? '',
+            trackingId: replied?.tracking_id ?? '',
+            occurredAt: now,
+            details: fields,
+          },
+        });
+      }
+      await this.outbox.emit(tx.db, events);
+      return rows;
+    });
+  }
+}
+
+/** The delivery of the most specific id a reply names (In-Reply-To first). */
+function pickReplied(candidates: RepliedDelivery[], named: string[]): RepliedDelivery | undefined {
+  for (const id of named) {
+    const hit = candidates.find((c) => c.provider_message_id === id);
+    if (hit) return hit;
+  }
+  return undefined;
+}
+
+export function inboundView(row: InboundEmailRow): InboundEmailView {
+  return {
+    id: row.id,
+    address: row.address,
+    ...(row.tracking_id ? { trackingId: row.tracking_id } : {}),
+    receivedAt: row.received_at,
+    fields: JSON.parse(row.fields) as Record<string, unknown>,
+  };
+}
