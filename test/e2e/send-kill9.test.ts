@@ -5,9 +5,9 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { simpleParser } from 'mailparser';
-import pg from 'pg';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { scratchDatabase } from '../helpers/scratch-database.js';
 import { freePort, spawnCli, waitForOutput } from '../helpers/process.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -63,7 +63,7 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
   const N = 30;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-kill-'));
   let databaseUrl = '';
-  let dbName = '';
+  let scratch: Awaited<ReturnType<typeof scratchDatabase>> | undefined;
   let sink: Awaited<ReturnType<typeof holdingSink>>;
   /** Servers this test started, killed at the end whatever happened. */
   const servers: ChildProcess[] = [];
@@ -71,26 +71,15 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
   beforeAll(async () => {
     sink = await holdingSink(3);
     if (kind === 'postgres') {
-      dbName = `clarion_kill_${randomBytes(4).toString('hex')}`;
-      const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
-      await admin.connect();
-      await admin.query(`create database ${dbName}`);
-      await admin.end();
-      const url = new URL(process.env.DATABASE_URL!);
-      url.pathname = `/${dbName}`;
-      databaseUrl = url.toString();
+      scratch = await scratchDatabase('clarion_kill');
+      databaseUrl = scratch.url;
     }
   });
   afterAll(async () => {
     for (const server of servers) if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
     await sink.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
-    if (dbName) {
-      const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
-      await admin.connect();
-      await admin.query(`drop database if exists ${dbName} with (force)`);
-      await admin.end();
-    }
+    await scratch?.drop();
   });
 
   // Every wait below is for an event (a line on stdout, the sink's count, the logs); the time they

@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { scratchDatabase } from '../helpers/scratch-database.js';
 import { freePort, spawnCli, waitForOutput } from '../helpers/process.js';
 import { type SmtpPeer, startSmtpPeer } from '../helpers/smtp-peer.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -20,7 +20,7 @@ describe.each(STORAGE_KINDS)('kill -9 while webhooks are in flight (%s)', (kind)
   const N = 20;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-whkill-'));
   let databaseUrl = '';
-  let dbName = '';
+  let scratch: Awaited<ReturnType<typeof scratchDatabase>> | undefined;
   let smtp: SmtpPeer;
   let receiver: WebhookReceiver;
   const servers: ChildProcess[] = [];
@@ -29,14 +29,8 @@ describe.each(STORAGE_KINDS)('kill -9 while webhooks are in flight (%s)', (kind)
     smtp = await startSmtpPeer();
     receiver = await new WebhookReceiver().start();
     if (kind === 'postgres') {
-      dbName = `clarion_whkill_${randomBytes(4).toString('hex')}`;
-      const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
-      await admin.connect();
-      await admin.query(`create database ${dbName}`);
-      await admin.end();
-      const url = new URL(process.env.DATABASE_URL!);
-      url.pathname = `/${dbName}`;
-      databaseUrl = url.toString();
+      scratch = await scratchDatabase('clarion_whkill');
+      databaseUrl = scratch.url;
     }
   });
   afterAll(async () => {
@@ -44,12 +38,7 @@ describe.each(STORAGE_KINDS)('kill -9 while webhooks are in flight (%s)', (kind)
     await receiver.close();
     await smtp.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
-    if (dbName) {
-      const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
-      await admin.connect();
-      await admin.query(`drop database if exists ${dbName} with (force)`);
-      await admin.end();
-    }
+    await scratch?.drop();
   });
 
   // Waits are for events; their sum (two start-ups from source, one lease of 5 + 5 s) is the limit.

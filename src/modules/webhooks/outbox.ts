@@ -60,25 +60,7 @@ export class WebhookOutbox {
         payload: JSON.stringify(payload),
         created_at: now,
       });
-      for (const endpoint of subscribed) {
-        deliveryRows.push({
-          id: this.deps.ids.uuid(),
-          endpoint_id: endpoint.id,
-          event_id: id,
-          account_id: event.accountId,
-          env_id: event.envId,
-          event_type: event.type,
-          status: 'pending',
-          attempts: 0,
-          round_attempts: 0,
-          next_attempt_at: now,
-          lease: null,
-          last_attempt_at: null,
-          last_error: null,
-          created_at: now,
-          updated_at: now,
-        });
-      }
+      for (const endpoint of subscribed) deliveryRows.push(pendingDelivery(this.deps.ids.uuid(), endpoint.id, { id, accountId: event.accountId, envId: event.envId, type: event.type }, now));
     }
     await repo.insertEvents(eventRows);
     await repo.insertDeliveries(deliveryRows);
@@ -96,4 +78,25 @@ export function eventsOfTransitions(rows: Parameters<typeof payloadOfTransition>
     events.push({ accountId: row.account_id, envId: row.env_id, type, payload, sourceId: row.id });
   }
   return events;
+}
+
+/** A delivery of an event to an endpoint, due at once (the outbox's, and a replay's with no earlier one). */
+export function pendingDelivery(id: string, endpointId: string, event: { id: string; accountId: string; envId: string; type: string }, now: string): WebhookDeliveriesTable {
+  return {
+    id,
+    endpoint_id: endpointId,
+    event_id: event.id,
+    account_id: event.accountId,
+    env_id: event.envId,
+    event_type: event.type,
+    status: 'pending',
+    attempts: 0,
+    round_attempts: 0,
+    next_attempt_at: now,
+    lease: null,
+    last_attempt_at: null,
+    last_error: null,
+    created_at: now,
+    updated_at: now,
+  };
 }

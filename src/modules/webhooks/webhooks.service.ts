@@ -3,7 +3,7 @@ import { AppError, invalid, notFound } from '../../errors.js';
 import { blockedReason } from '../../net/ssrf.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import { EVENT_TYPES, isEventType } from './events.js';
-import { WebhookOutbox } from './outbox.js';
+import { WebhookOutbox, pendingDelivery } from './outbox.js';
 import { generateSecret } from './signing.js';
 import { WebhookSender } from './webhook-sender.js';
 import { WebhooksRepository } from './webhooks.repository.js';
@@ -196,25 +196,7 @@ export class WebhooksService {
     const delivery = await this.repo.findDelivery(endpointId, eventId);
     if (delivery) await this.repo.restartDelivery(delivery.id, now);
     else {
-      await this.repo.insertDeliveries([
-        {
-          id: this.deps.ids.uuid(),
-          endpoint_id: endpointId,
-          event_id: eventId,
-          account_id: scope.accountId,
-          env_id: scope.envId,
-          event_type: event.type,
-          status: 'pending',
-          attempts: 0,
-          round_attempts: 0,
-          next_attempt_at: now,
-          lease: null,
-          last_attempt_at: null,
-          last_error: null,
-          created_at: now,
-          updated_at: now,
-        },
-      ]);
+      await this.repo.insertDeliveries([pendingDelivery(this.deps.ids.uuid(), endpointId, { id: eventId, accountId: scope.accountId, envId: scope.envId, type: event.type }, now)]);
     }
     this.worker.nudge();
     return { message: `Event ${eventId} will be sent to the endpoint again.` };
