@@ -134,7 +134,7 @@ export function buildServices(deps: Deps): Services {
     emailSettings: new EmailSettingsService(deps, repositories.emailSettings),
     numbers,
     telephonyCallbacks: new TelephonyCallbacks(deps, users, repositories.telephony),
-    sending: new SendingService(deps, deps.queue),
+    sending: new SendingService(deps, deps.queue, domains),
     logs: new LogsService(deps, deps.queue),
     webhooks,
     engagement: new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox),
