@@ -1,6 +1,6 @@
 // Inbound addresses (the pingram SDK's AddressesApi): shapes, validation errors with the spec's
-// Error body, built-in addresses that cannot be deleted, custom domains refused until domains can
-// be verified, and isolation between environments and accounts.
+// Error body, built-in addresses that cannot be deleted, custom domains refused unless verified
+// for the account (test/domains covers the verified case), and isolation between environments and accounts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AddressesRepository } from '../../src/modules/addresses/addresses.repository.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -58,8 +58,8 @@ describe.each(STORAGE_KINDS)('inbound addresses API (%s)', (kind) => {
     expectError(await call('POST', '/addresses', { prefix: '.dot' }), 400, 'VALIDATION_FAILED', /not a valid address prefix/);
     expectError(await call('POST', '/addresses', { prefix: 'x', extra: 1 }), 400, 'VALIDATION_FAILED', /additional properties/);
     expectError(await call('POST', '/addresses', { prefix: 'x', domain: 'not a domain' }), 400, 'VALIDATION_FAILED', /is not a domain name/);
-    const custom = expectError(await call('POST', '/addresses', { prefix: 'x', domain: 'example.com', displayName: 'X' }), 400, 'VALIDATION_FAILED', /not verified for this account.*domain verification comes with sender domains/);
-    expect(custom.error.fix).toMatch(/built-in address \(x@mail\.clarion\.test\)/);
+    const custom = expectError(await call('POST', '/addresses', { prefix: 'x', domain: 'example.com', displayName: 'X' }), 400, 'VALIDATION_FAILED', /domain "example.com" is not verified for this account: custom addresses need a verified sender domain/);
+    expect(custom.error.fix).toMatch(/POST \/domains \{"sender": "example.com"\}.*built-in address \(x@mail\.clarion\.test\)/);
     expectError(await call('PATCH', '/addresses', { prefix: 'y' }), 400, 'VALIDATION_FAILED', /fullAddress/);
     expectError(await call('PATCH', '/addresses', { fullAddress: 'nobody@mail.clarion.test', prefix: 'y' }), 404, 'NOT_FOUND', /nobody@mail\.clarion\.test/);
     await call('POST', '/addresses', { prefix: 'taken' });
