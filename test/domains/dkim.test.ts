@@ -18,7 +18,7 @@ describe.each(STORAGE_KINDS)('DKIM signing of mail from verified domains (%s)', 
   let smtp: SmtpPeer;
   let resolver: Resolver;
   /** The verifier's DNS: the same loopback server, through a resolver of its own. */
-  const verifyDkim = (raw: Buffer | string) => dkimVerify(typeof raw === 'string' ? Buffer.from(raw) : raw, { resolver: (name: string, type: string) => resolver.resolve(name, type as 'TXT') as Promise<string[][]> });
+  const verifyDkim = (raw: Buffer | string) => dkimVerify(typeof raw === 'string' ? Buffer.from(raw) : raw, { resolver: (name: string, type: string) => resolver.resolve(name, type as 'TXT') });
   const send = (payload: object, headers: Record<string, string> = t.auth) => t.app.inject({ method: 'POST', url: '/send', headers, payload });
   const log = async (trackingId: string, envId?: string) =>
     (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}${envId ? `?envId=${envId}` : ''}`, headers: t.auth })).json().logs[0];

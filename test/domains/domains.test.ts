@@ -30,12 +30,12 @@ describe.each(STORAGE_KINDS)('sender domains (%s)', (kind) => {
   const add = async (sender: string, headers = t.auth) => {
     const res = await call('POST', '/domains', { sender }, headers);
     expect(res.statusCode).toBe(200);
-    return res.json() as Domain[];
+    return res.json<Domain[]>();
   };
   const verify = async (sender: string) => {
     const res = await call('POST', `/domains/${encodeURIComponent(sender)}/verify`);
     expect(res.statusCode).toBe(200);
-    return res.json() as Domain;
+    return res.json<Domain>();
   };
   const record = (d: Domain, purpose: string) => d.dnsRecords.find((r) => r.purpose === purpose)!;
 
@@ -149,7 +149,7 @@ describe.each(STORAGE_KINDS)('sender domains (%s)', (kind) => {
     const [a, b] = await Promise.all([t.workers!.scheduleDomainChecks(), t.workers!.scheduleDomainChecks()]);
     expect(a).toBe(b);
     const checked = await eventually(async () => {
-      const d = ((await call('GET', '/domains')).json() as Domain[]).find((x) => x.sender === 'hourly.example.test')!;
+      const d = ((await call('GET', '/domains')).json<Domain[]>()).find((x) => x.sender === 'hourly.example.test')!;
       return d.status === 'SUCCESS' ? d : undefined;
     }, 10_000, 'the periodic check');
     expect(checked.lastSync).toBe(clock.now().toISOString());
@@ -181,9 +181,9 @@ describe.each(STORAGE_KINDS)('sender domains (%s)', (kind) => {
     // The same name claimed by the other account is its own domain, with its own key, unverified.
     const theirs = (await add('example.test', auth))[0];
     expect(theirs.status).toBe('PENDING');
-    expect(theirs.selector).not.toBe(((await call('GET', '/domains')).json() as Domain[]).find((d) => d.sender === 'example.test')!.selector);
+    expect(theirs.selector).not.toBe(((await call('GET', '/domains')).json<Domain[]>()).find((d) => d.sender === 'example.test')!.selector);
     expect((await call('DELETE', '/domains/example.test', undefined, auth)).json()).toEqual({ success: true });
-    expect(((await call('GET', '/domains')).json() as Domain[]).some((d) => d.sender === 'example.test')).toBe(true);
+    expect(((await call('GET', '/domains')).json<Domain[]>()).some((d) => d.sender === 'example.test')).toBe(true);
   });
 
   it('checkFromAddress (the broadcasts rule): the default sender and verified domains pass, others are refused with a fix', async () => {

@@ -1,5 +1,4 @@
 import dgram from 'node:dgram';
-import type { AddressInfo } from 'node:net';
 import dnsPacket, { type Answer } from 'dns-packet';
 
 /**
@@ -71,7 +70,7 @@ export async function startDnsServer(): Promise<DnsTestServer> {
   });
 
   await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
-  const port = (socket.address() as AddressInfo).port;
+  const port = socket.address().port;
   return {
     address: `127.0.0.1:${port}`,
     port,

@@ -27,10 +27,10 @@ export function publishRecords(dns: DnsTestServer, records: PublishedRecord[], o
 export async function verifySenderDomain(app: App, auth: Record<string, string>, dns: DnsTestServer, domain: string): Promise<{ status: string; selector: string; dnsRecords: PublishedRecord[] }> {
   const added = await app.inject({ method: 'POST', url: '/domains', headers: auth, payload: { sender: domain } });
   if (added.statusCode !== 200) throw new Error(`POST /domains answered ${added.statusCode}: ${added.body}`);
-  const entry = (added.json() as { sender: string; dnsRecords: PublishedRecord[] }[]).find((d) => d.sender === domain)!;
+  const entry = added.json<{ sender: string; dnsRecords: PublishedRecord[] }[]>().find((d) => d.sender === domain)!;
   publishRecords(dns, entry.dnsRecords);
   const verified = await app.inject({ method: 'POST', url: `/domains/${encodeURIComponent(domain)}/verify`, headers: auth });
-  const body = verified.json() as { status: string; selector: string; dnsRecords: PublishedRecord[] };
+  const body = verified.json<{ status: string; selector: string; dnsRecords: PublishedRecord[] }>();
   if (body.status !== 'SUCCESS') throw new Error(`${domain} did not verify: ${verified.body}`);
   return body;
 }
