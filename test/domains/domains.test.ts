@@ -5,6 +5,7 @@ import { createPublicKey } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, ManualClock, createTestContext } from '../helpers/context.js';
 import { type DnsTestServer, startDnsServer } from '../helpers/dns-server.js';
+import { expectErrorBody } from '../helpers/error-body.js';
 import { type PublishedRecord, publishRecords } from '../helpers/sender-domains.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -18,11 +19,7 @@ describe.each(STORAGE_KINDS)('sender domains (%s)', (kind) => {
   const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: object, headers: Record<string, string> = t.auth) =>
     t.app.inject({ method, url, headers, ...(payload ? { payload } : {}) });
   const expectError = (res: { statusCode: number; json(): unknown }, status: number, code: string, message: RegExp) => {
-    expect(res.statusCode).toBe(status);
-    const body = res.json() as { trackingId: string; error: { code: string; message: string; fix?: string } };
-    expect(body.trackingId.length).toBeGreaterThan(0);
-    expect(body.error.code).toBe(code);
-    expect(body.error.message).toMatch(message);
+    const body = expectErrorBody(res, status, code, message);
     expect(body.error.fix).toBeTruthy();
     return body;
   };

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AddressesRepository } from '../../src/modules/addresses/addresses.repository.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
+import { expectErrorBody } from '../helpers/error-body.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
 describe.each(STORAGE_KINDS)('inbound addresses API (%s)', (kind) => {
@@ -16,15 +17,7 @@ describe.each(STORAGE_KINDS)('inbound addresses API (%s)', (kind) => {
   });
   const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object, headers: Record<string, string> = t.auth) =>
     t.app.inject({ method, url, headers, ...(payload ? { payload } : {}) });
-  const expectError = (res: { statusCode: number; json(): unknown }, status: number, code: string, message: RegExp) => {
-    expect(res.statusCode).toBe(status);
-    const body = res.json() as { trackingId: string; error: { code: string; message: string; fix?: string } };
-    expect(typeof body.trackingId).toBe('string');
-    expect(body.trackingId.length).toBeGreaterThan(0);
-    expect(body.error.code).toBe(code);
-    expect(body.error.message).toMatch(message);
-    return body;
-  };
+  const expectError = expectErrorBody;
 
   it('creates a built-in address on the mail domain, lists, renames and relabels it (SDK shapes)', async () => {
     const created = await call('POST', '/addresses', { prefix: 'Support', displayName: 'Support team' });

@@ -1,7 +1,7 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
-import type { DomainsService } from '../domains/domains.service.js';
+import { DOMAIN_NAME, type DomainsService } from '../domains/domains.service.js';
 import type { AddressesRepository } from './addresses.repository.js';
 import { type EmailAddressRow, isUniqueViolation } from './addresses.tables.js';
 
@@ -33,7 +33,6 @@ export interface UpdateAddressInput {
  * nor with two dots in a row; stored lower case (the SMTP server matches recipients that way).
  */
 const PREFIX = /^[a-z0-9_+-](?:[a-z0-9_+.-]{0,62}[a-z0-9_+-])?$/;
-const DOMAIN = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/;
 const MAX_DISPLAY_NAME = 128;
 
 export function addressView(row: EmailAddressRow): AddressView {
@@ -70,7 +69,7 @@ export class AddressesService {
     const domain = input.domain === undefined ? mailDomain : input.domain.trim().toLowerCase();
     const custom = domain !== mailDomain;
     if (custom) {
-      if (!DOMAIN.test(domain)) throw invalid(`domain "${input.domain}" is not a domain name.`, `Leave domain out for a built-in address on ${mailDomain}.`);
+      if (!DOMAIN_NAME.test(domain)) throw invalid(`domain "${input.domain}" is not a domain name.`, `Leave domain out for a built-in address on ${mailDomain}.`);
       if (!(await this.domains.isVerified(scope.accountId, domain))) {
         throw invalid(
           `domain "${domain}" is not verified for this account: custom addresses need a verified sender domain.`,
