@@ -1,8 +1,11 @@
 // Sender domains (the pingram SDK's DomainsApi) against a real DNS server on loopback: the records
 // answered on add, verification on add / on demand / by the hourly job (injected clock), the
-// statuses a lookup leads to, Error bodies, and isolation between accounts.
+// statuses a lookup leads to, Error bodies, isolation between accounts, and custom inbound
+// addresses on a verified domain receiving mail over SMTP.
 import { createPublicKey } from 'node:crypto';
+import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InboundSmtpServer } from '../../src/modules/addresses/inbound-smtp.js';
 import { type TestContext, ManualClock, createTestContext } from '../helpers/context.js';
 import { type DnsTestServer, startDnsServer } from '../helpers/dns-server.js';
 import { expectErrorBody } from '../helpers/error-body.js';
@@ -197,8 +200,20 @@ describe.each(STORAGE_KINDS)('sender domains (%s)', (kind) => {
     const created = await call('POST', '/addresses', { prefix: 'Support', domain: 'Example.test', displayName: 'Support' });
     expect(created.statusCode).toBe(200);
     expect(created.json().address).toMatchObject({ fullAddress: 'support@example.test', domain: 'example.test', type: 'custom', displayName: 'Support' });
-    // The inbound SMTP server finds the account's address by the recipient alone.
-    expect(await t.services.inbound.findRecipient('support@example.test')).toMatchObject({ account_id: t.account.accountId, type: 'custom' });
+    // The inbound SMTP server takes mail for it over a real SMTP conversation.
+    const server = await new InboundSmtpServer(t.services.inbound, t.deps.logger, { port: 0, host: '127.0.0.1', maxBytes: 64 * 1024 }).listen();
+    const mta = nodemailer.createTransport({ host: '127.0.0.1', port: server.port, secure: false, ignoreTLS: true });
+    try {
+      const info = await mta.sendMail({ from: 'customer@example.org', to: 'Support@example.test', subject: 'Help please', text: 'It broke.' });
+      expect(info.accepted).toEqual(['Support@example.test']);
+      await expect(mta.sendMail({ from: 'customer@example.org', to: 'nobody@example.test', subject: 'x', text: 'x' })).rejects.toMatchObject({ responseCode: 550 });
+    } finally {
+      mta.close();
+      await server.close();
+    }
+    const inbox = (await call('GET', '/inbound-emails?address=support@example.test')).json();
+    expect(inbox.emails).toHaveLength(1);
+    expect(inbox.emails[0].fields).toMatchObject({ email_inbound_subject: 'Help please', email_inbound_from: 'customer@example.org' });
     await add('pending.example.test');
     expectError(await call('POST', '/addresses', { prefix: 'x', domain: 'pending.example.test' }), 400, 'VALIDATION_FAILED', /not verified for this account/);
     expect((await call('DELETE', '/addresses/support@example.test')).statusCode).toBe(204);
