@@ -27,6 +27,7 @@ import { devCarrierRoutes } from './local-providers/dev-carrier/dev-carrier.rout
 import { mailCatcherRoutes } from './local-providers/mail-catcher/mail-catcher.routes.js';
 import { emailSettingsRoutes } from './modules/email/email-settings.routes.js';
 import { addressRoutes } from './modules/addresses/addresses.routes.js';
+import { domainRoutes } from './modules/domains/domains.routes.js';
 import { webhookRoutes } from './modules/webhooks/webhooks.routes.js';
 import { engagementRoutes } from './modules/engagement/engagement.routes.js';
 import type { Services } from './services.js';
@@ -120,6 +121,7 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   slackRoutes(app, services.slackSettings);
   webhookRoutes(app, services.webhooks);
   await engagementRoutes(app, services.engagement);
+  domainRoutes(app, services.domains);
   addressRoutes(app, services.addresses, services.inbound);
   // Local stand-ins for providers: the mail catcher always (mail goes there without SMTP), the
   // development carrier when no Twilio credentials are configured.

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { type TelephonySettings, telephonySettings } from './channels/telephony/settings.js';
 
@@ -58,6 +59,10 @@ export interface Config extends TelephonySettings {
   inboundDomain: string;
   /** Largest inbound message accepted, in bytes (advertised with SIZE; larger ones get 552). */
   inboundMaxBytes: number;
+  /** DNS server (`ip:port`, `[ipv6]:port` or a bare IP) sender-domain checks ask instead of the system's resolvers (CLARION_DNS_SERVER). */
+  dnsServer?: string;
+  /** The domain this server's mail leaves from, named in the SPF include and return-path CNAME of sender domains (CLARION_SENDING_DOMAIN). */
+  sendingDomain: string;
 }
 
 export class ConfigError extends Error {}
@@ -137,10 +142,25 @@ function inboundSmtpPort(env: NodeJS.ProcessEnv): number | null {
   return port === 0 ? null : port;
 }
 
-function mailDomain(raw: string | undefined): string {
-  const value = (raw || 'inbound.localhost').trim().toLowerCase();
+function domainName(name: string, raw: string): string {
+  const value = raw.trim().toLowerCase();
   if (!/^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/.test(value)) {
-    throw new ConfigError(`CLARION_INBOUND_DOMAIN must be a domain name, got "${raw}"`);
+    throw new ConfigError(`${name} must be a domain name, got "${raw}"`);
+  }
+  return value;
+}
+
+const mailDomain = (raw: string | undefined) => domainName('CLARION_INBOUND_DOMAIN', raw || 'inbound.localhost');
+
+/** CLARION_DNS_SERVER: an IP address with an optional port, in the form node's Resolver#setServers takes. */
+function dnsServer(raw: string | undefined): string | undefined {
+  const value = raw?.trim();
+  if (!value) return undefined;
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|(\d{1,3}(?:\.\d{1,3}){3}))(?::(\d{1,5}))?$/.exec(value) ?? /^([0-9a-fA-F:]*:[0-9a-fA-F:.]*)()()$/.exec(value);
+  const ip = match?.[1] || match?.[2];
+  const port = match?.[3] ? Number(match[3]) : 53;
+  if (!ip || isIP(ip) === 0 || port < 1 || port > 65535) {
+    throw new ConfigError(`CLARION_DNS_SERVER must be an IP address with an optional port (127.0.0.1:5353, [::1]:5353), got "${raw}"`);
   }
   return value;
 }
@@ -190,5 +210,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     inboundSmtpHost: env.CLARION_INBOUND_SMTP_HOST || env.HOST || '127.0.0.1',
     inboundDomain: mailDomain(env.CLARION_INBOUND_DOMAIN),
     inboundMaxBytes: int(env, 'CLARION_INBOUND_MAX_BYTES', 10 * 1024 * 1024, 1024),
+    dnsServer: dnsServer(env.CLARION_DNS_SERVER),
+    sendingDomain: domainName(
+      'CLARION_SENDING_DOMAIN',
+      env.CLARION_SENDING_DOMAIN || (env.CLARION_DEFAULT_FROM_ADDRESS || 'notifications@clarion.localhost').split('@').pop() || 'clarion.localhost',
+    ),
   };
 }

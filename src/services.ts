@@ -10,6 +10,9 @@ import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { AccountsService } from './modules/accounts/accounts.service.js';
 import { AuthService } from './modules/auth/auth.service.js';
 import { ComponentsService } from './modules/components/components.service.js';
+import { DnsRecordChecker } from './modules/domains/dns-records.js';
+import { DomainsRepository } from './modules/domains/domains.repository.js';
+import { DomainsService } from './modules/domains/domains.service.js';
 import { EmailSettingsRepository } from './modules/email/email-settings.repository.js';
 import { EmailSettingsService } from './modules/email/email-settings.service.js';
 import { EngagementService } from './modules/engagement/engagement.service.js';
@@ -78,6 +81,8 @@ export interface Services {
   webhooks: WebhooksService;
   /** Open and click tracking, one-click unsubscribe (modules/engagement). */
   engagement: EngagementService;
+  /** Sender domains of accounts (DomainsApi): DKIM keys, DNS verification, the fromAddress rule. */
+  domains: DomainsService;
   /** Inbound email addresses (AddressesApi). */
   addresses: AddressesService;
   /** Inbound mail: parses, links and records what the inbound SMTP server accepts. */
@@ -108,6 +113,7 @@ export function buildServices(deps: Deps): Services {
   const users = new UsersService(deps);
   const webhooks = new WebhooksService(deps);
   const addressesRepo = new AddressesRepository(deps.db);
+  const domains = new DomainsService(deps, new DomainsRepository(deps.db), new DnsRecordChecker({ server: deps.config.dnsServer }));
   return {
     repositories,
     renderer,
@@ -128,11 +134,12 @@ export function buildServices(deps: Deps): Services {
     emailSettings: new EmailSettingsService(deps, repositories.emailSettings),
     numbers,
     telephonyCallbacks: new TelephonyCallbacks(deps, users, repositories.telephony),
-    sending: new SendingService(deps, deps.queue),
+    sending: new SendingService(deps, deps.queue, domains),
     logs: new LogsService(deps, deps.queue),
     webhooks,
     engagement: new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox),
-    addresses: new AddressesService(deps, addressesRepo),
+    domains,
+    addresses: new AddressesService(deps, addressesRepo, domains),
     inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),
     devCarrier: telephonyEndpoint(deps)?.dev ? new DevCarrier(deps, numbers, repositories.telephony) : null,

@@ -6,6 +6,7 @@ import { type Executors, buildExecutors } from './modules/sending/executors/inde
 import { registerSendingJobs } from './modules/sending/sending.jobs.js';
 import { registerMaintenanceJobs } from './modules/system/maintenance.jobs.js';
 import { InboundSmtpServer } from './modules/addresses/inbound-smtp.js';
+import { registerDomainJobs } from './modules/domains/domains.jobs.js';
 import { startWebhookJobs } from './modules/webhooks/webhooks.jobs.js';
 
 export interface Workers {
@@ -16,6 +17,8 @@ export interface Workers {
   purge(): Promise<void>;
   /** Schedules this hour's purge job (one per hour across every process). */
   schedulePurge(): Promise<string>;
+  /** Schedules this hour's check of due sender domains (one per hour across every process). */
+  scheduleDomainChecks(): Promise<string>;
   /** The inbound SMTP server of this process; null when CLARION_INBOUND_SMTP_PORT is off. */
   inboundSmtp: InboundSmtpServer | null;
   stop(): Promise<void>;
@@ -32,6 +35,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   const worker = registerSendingJobs(deps, services, executors, options);
   registerLogJobs(deps, services.logs);
   const maintenance = registerMaintenanceJobs(deps);
+  const domainJobs = registerDomainJobs(deps, services.domains);
   await deps.queue.start();
   const webhooks = startWebhookJobs(services.webhooks);
   // Inbound mail is received where the workers run (roles all and worker): it records into the
@@ -48,9 +52,13 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
     }
   }
 
-  // Every hour (as before: not at start), each process schedules that hour's purge; it runs once.
-  const schedule = () => maintenance.schedulePurge().catch((err) => deps.logger.warn({ err }, 'could not schedule the retention purge'));
-  const timer = setInterval(() => void schedule(), HOUR_MS);
+  // Every hour (as before: not at start), each process schedules that hour's purge and sender
+  // domain checks; each runs once.
+  const schedule = () => {
+    void maintenance.schedulePurge().catch((err) => deps.logger.warn({ err }, 'could not schedule the retention purge'));
+    void domainJobs.scheduleChecks().catch((err) => deps.logger.warn({ err }, 'could not schedule the sender domain checks'));
+  };
+  const timer = setInterval(schedule, HOUR_MS);
   timer.unref();
 
   let stopped: Promise<void> | null = null;
@@ -59,6 +67,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
     worker,
     purge: maintenance.purge,
     schedulePurge: maintenance.schedulePurge,
+    scheduleDomainChecks: domainJobs.scheduleChecks,
     inboundSmtp,
     // Idempotent: a second stop waits for the first instead of closing connections twice.
     stop() {

@@ -66,6 +66,15 @@ export interface EmailMessage {
   tracking?: EmailTracking;
   /** Who the message is for, so a provider that stores (the local outbox) can scope it. */
   meta: { accountId: string; envId: string; trackingId: string; userId?: string };
+  /** Sign the built message with this key (the From domain's, once verified). */
+  dkim?: EmailDkimKey;
+}
+
+/** A DKIM signing key (nodemailer's DKIM options): d=, s= and the private key (PEM). */
+export interface EmailDkimKey {
+  domainName: string;
+  keySelector: string;
+  privateKey: string;
 }
 
 /** What the sender asks composition to add: the open pixel and a rewriter of links. */

@@ -110,6 +110,12 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'POST /logs/bulk': 'environment',
   'POST /logs/query': 'environment',
 
+  // Sender domains belong to the account (every environment sends from them)
+  'GET /domains': 'account-read',
+  'POST /domains': 'account',
+  'DELETE /domains/:sender': 'account',
+  'POST /domains/:sender/verify': 'account',
+
   // Telephony: the account's numbers, carrier callbacks, the development carrier
   'GET /numbers/list': 'account-read',
   'POST /numbers/order': 'account',

@@ -1,4 +1,5 @@
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { dkimVerify } from 'mailauth';
 import { simpleParser } from 'mailparser';
 import type Mail from 'nodemailer/lib/mailer/index.js';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -24,6 +25,23 @@ describe('MimeBuilder', () => {
   let builder: MimeBuilder | undefined;
   afterEach(async () => {
     await builder?.close();
+  });
+
+  it('signs on its thread with the DKIM key it is given, as on the calling thread', async () => {
+    const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const dkim = { domainName: 'clarion.test', keySelector: 'sel', privateKey: privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
+    const record = `v=DKIM1; k=rsa; p=${publicKey.export({ type: 'spki', format: 'der' }).toString('base64')}`;
+    const resolver = (name: string) => (name === 'sel._domainkey.clarion.test' ? Promise.resolve([[record]]) : Promise.reject(Object.assign(new Error('NXDOMAIN'), { code: 'ENOTFOUND' })));
+    builder = new MimeBuilder();
+    expect(await builder.whenReady()).toBe(true);
+    const signed = { ...options, headers: { ...options.headers, 'List-Unsubscribe': '<https://u.test/x>', 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' } };
+    for (const built of await Promise.all([builder.build(signed, dkim), buildMime(signed, dkim)])) {
+      expect(built.raw.subarray(0, 15).toString()).toBe('DKIM-Signature:');
+      const result = await dkimVerify(built.raw, { resolver });
+      expect(result.results[0].status.result).toBe('pass');
+    }
+    // A key that cannot sign is an error, not an unsigned message.
+    await expect(builder.build(options, { ...dkim, privateKey: 'not a key' })).rejects.toThrow(/DKIM signing failed/);
   });
 
   it('builds on its thread the message MailComposer builds here: envelope, headers, parts, attachments', async () => {

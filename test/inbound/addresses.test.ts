@@ -1,9 +1,10 @@
 // Inbound addresses (the pingram SDK's AddressesApi): shapes, validation errors with the spec's
-// Error body, built-in addresses that cannot be deleted, custom domains refused until domains can
-// be verified, and isolation between environments and accounts.
+// Error body, built-in addresses that cannot be deleted, custom domains refused unless verified
+// for the account (test/domains covers the verified case), and isolation between environments and accounts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AddressesRepository } from '../../src/modules/addresses/addresses.repository.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
+import { expectErrorBody } from '../helpers/error-body.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
 describe.each(STORAGE_KINDS)('inbound addresses API (%s)', (kind) => {
@@ -16,15 +17,7 @@ describe.each(STORAGE_KINDS)('inbound addresses API (%s)', (kind) => {
   });
   const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object, headers: Record<string, string> = t.auth) =>
     t.app.inject({ method, url, headers, ...(payload ? { payload } : {}) });
-  const expectError = (res: { statusCode: number; json(): unknown }, status: number, code: string, message: RegExp) => {
-    expect(res.statusCode).toBe(status);
-    const body = res.json() as { trackingId: string; error: { code: string; message: string; fix?: string } };
-    expect(typeof body.trackingId).toBe('string');
-    expect(body.trackingId.length).toBeGreaterThan(0);
-    expect(body.error.code).toBe(code);
-    expect(body.error.message).toMatch(message);
-    return body;
-  };
+  const expectError = expectErrorBody;
 
   it('creates a built-in address on the mail domain, lists, renames and relabels it (SDK shapes)', async () => {
     const created = await call('POST', '/addresses', { prefix: 'Support', displayName: 'Support team' });
@@ -58,8 +51,8 @@ describe.each(STORAGE_KINDS)('inbound addresses API (%s)', (kind) => {
     expectError(await call('POST', '/addresses', { prefix: '.dot' }), 400, 'VALIDATION_FAILED', /not a valid address prefix/);
     expectError(await call('POST', '/addresses', { prefix: 'x', extra: 1 }), 400, 'VALIDATION_FAILED', /additional properties/);
     expectError(await call('POST', '/addresses', { prefix: 'x', domain: 'not a domain' }), 400, 'VALIDATION_FAILED', /is not a domain name/);
-    const custom = expectError(await call('POST', '/addresses', { prefix: 'x', domain: 'example.com', displayName: 'X' }), 400, 'VALIDATION_FAILED', /not verified for this account.*domain verification comes with sender domains/);
-    expect(custom.error.fix).toMatch(/built-in address \(x@mail\.clarion\.test\)/);
+    const custom = expectError(await call('POST', '/addresses', { prefix: 'x', domain: 'example.com', displayName: 'X' }), 400, 'VALIDATION_FAILED', /domain "example.com" is not verified for this account: custom addresses need a verified sender domain/);
+    expect(custom.error.fix).toMatch(/POST \/domains \{"sender": "example.com"\}.*built-in address \(x@mail\.clarion\.test\)/);
     expectError(await call('PATCH', '/addresses', { prefix: 'y' }), 400, 'VALIDATION_FAILED', /fullAddress/);
     expectError(await call('PATCH', '/addresses', { fullAddress: 'nobody@mail.clarion.test', prefix: 'y' }), 404, 'NOT_FOUND', /nobody@mail\.clarion\.test/);
     await call('POST', '/addresses', { prefix: 'taken' });

@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
+import { type DnsTestServer, startDnsServer } from '../helpers/dns-server.js';
+import { verifySenderDomain } from '../helpers/sender-domains.js';
 import { type SmtpPeer, startSmtpPeer } from '../helpers/smtp-peer.js';
 import { countAcceptedSends } from '../helpers/sends.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -9,6 +11,7 @@ import { eventually } from '../helpers/wait.js';
 describe.each(STORAGE_KINDS)('send: email and in-app end to end (%s)', (kind) => {
   let t: TestContext;
   let smtp: SmtpPeer;
+  let dns: DnsTestServer;
   const send = (payload: unknown, headers: Record<string, string> = {}) =>
     t.app.inject({ method: 'POST', url: '/send', headers: { ...t.auth, ...headers }, payload: payload as object });
   const log = async (trackingId: string) => (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs[0];
@@ -16,11 +19,15 @@ describe.each(STORAGE_KINDS)('send: email and in-app end to end (%s)', (kind) =>
 
   beforeAll(async () => {
     smtp = await startSmtpPeer({ reject: { 'bounce@example.com': 550, 'later@example.com': 451 } });
-    t = await createTestContext(kind, { workers: true, config: { smtpUrl: smtp.url, allowPrivateNetworks: true } });
+    dns = await startDnsServer();
+    t = await createTestContext(kind, { workers: true, config: { smtpUrl: smtp.url, allowPrivateNetworks: true, dnsServer: dns.address } });
+    // The senders below (team@, digest@clarion.test) are on a domain verified for the account, as mail must be.
+    await verifySenderDomain(t.app, t.auth, dns, 'clarion.test');
   });
   afterAll(async () => {
     await t.close();
     await smtp.close();
+    await dns.close();
   });
   beforeEach(() => {
     smtp.messages.length = 0;

@@ -1,7 +1,7 @@
-import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import type { Deps } from '../../deps.js';
 import type { DeliveryResult, EmailMessage, EmailProvider } from '../types.js';
 import { PlainTextCache, composeEmail } from './compose.js';
+import { buildMime } from './mime-builder.js';
 
 /** What the mail catcher records per attachment (the bytes themselves are in the raw MIME). */
 export interface CaughtAttachmentMeta {
@@ -78,8 +78,8 @@ export class MailCatcherEmailProvider implements EmailProvider {
 
   async send(message: EmailMessage): Promise<DeliveryResult> {
     const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks }, this.plainText);
-    // MailComposer builds what the SMTP transport would carry (no Bcc header; the stream transport keeps it).
-    const raw = (await new MailComposer(composed.options).compile().build()).toString('utf8');
+    // What SMTP would carry, signed the same way (no Bcc header; the stream transport keeps it).
+    const raw = (await buildMime(composed.options, message.dkim)).raw.toString('utf8');
     const attachments: CaughtAttachmentMeta[] = composed.attachments.map((a) => ({
       filename: a.filename,
       ...(a.contentType ? { contentType: a.contentType } : {}),

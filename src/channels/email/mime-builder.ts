@@ -1,6 +1,8 @@
 import { Worker } from 'node:worker_threads';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import type Mail from 'nodemailer/lib/mailer/index.js';
+import type { EmailDkimKey } from '../types.js';
+import { dkimSign } from './dkim.js';
 
 /** A message built for SMTP: its envelope and its bytes. */
 export interface BuiltMime {
@@ -12,6 +14,8 @@ export interface BuiltMime {
 export interface FromBuilder {
   id: number;
   options: Mail.Options;
+  /** Sign the built message with this key. */
+  dkim?: EmailDkimKey;
 }
 
 /** MIME thread -> main thread. */
@@ -20,11 +24,12 @@ export type ToBuilder =
   | { id: number; ok: true; envelope: BuiltMime['envelope']; raw: ArrayBuffer }
   | { id: number; ok: false; message: string; code?: string };
 
-/** Builds a message on the calling thread, with nodemailer's MailComposer. */
-export async function buildMime(options: Mail.Options): Promise<BuiltMime> {
+/** Builds a message with nodemailer's MailComposer, DKIM-signed when a key is given (on the calling thread; the MIME thread runs the same). */
+export async function buildMime(options: Mail.Options, dkim?: EmailDkimKey): Promise<BuiltMime> {
   const mime = new MailComposer(options).compile();
   const envelope = mime.getEnvelope();
-  return { envelope: { from: envelope.from || '', to: envelope.to }, raw: await mime.build() };
+  const raw = await mime.build();
+  return { envelope: { from: envelope.from || '', to: envelope.to }, raw: dkim ? await dkimSign(raw, dkim) : raw };
 }
 
 /**
@@ -39,7 +44,7 @@ export class MimeBuilder {
   private worker: Worker | null = null;
   private ready = false;
   private nextId = 1;
-  private readonly pending = new Map<number, { options: Mail.Options; resolve: (built: BuiltMime) => void; reject: (err: Error) => void }>();
+  private readonly pending = new Map<number, { options: Mail.Options; dkim?: EmailDkimKey; resolve: (built: BuiltMime) => void; reject: (err: Error) => void }>();
   private closed = false;
   /** The thread exited before it was ready: it would again, so the calling thread builds from then on. */
   private cannotStart = false;
@@ -54,19 +59,20 @@ export class MimeBuilder {
     return this.readiness!.promise;
   }
 
-  build(options: Mail.Options): Promise<BuiltMime> {
+  /** Builds (and with `dkim`, signs) a message on the MIME thread; signing there keeps its RSA work off the event loop too. */
+  build(options: Mail.Options, dkim?: EmailDkimKey): Promise<BuiltMime> {
     if (!this.closed && !this.cannotStart && !this.worker) this.start();
-    if (!this.ready || !this.worker) return buildMime(options);
+    if (!this.ready || !this.worker) return buildMime(options, dkim);
     const worker = this.worker;
     return new Promise<BuiltMime>((resolve, reject) => {
       const id = this.nextId++;
-      this.pending.set(id, { options, resolve, reject });
+      this.pending.set(id, { options, dkim, resolve, reject });
       try {
-        worker.postMessage({ id, options } satisfies FromBuilder);
+        worker.postMessage({ id, options, ...(dkim ? { dkim } : {}) } satisfies FromBuilder);
       } catch {
         // Options a thread cannot be sent (not plain data): built here.
         this.pending.delete(id);
-        buildMime(options).then(resolve, reject);
+        buildMime(options, dkim).then(resolve, reject);
       }
     });
   }
@@ -116,7 +122,7 @@ export class MimeBuilder {
     this.ready = false;
     const jobs = [...this.pending.values()];
     this.pending.clear();
-    for (const job of jobs) buildMime(job.options).then(job.resolve, job.reject);
+    for (const job of jobs) buildMime(job.options, job.dkim).then(job.resolve, job.reject);
   }
 }
 

@@ -1,8 +1,7 @@
-// The MIME thread (mime-builder.ts): builds each message it is sent with nodemailer's MailComposer.
+// The MIME thread (mime-builder.ts): builds (and signs, given a DKIM key) each message it is sent, with buildMime.
 import { parentPort } from 'node:worker_threads';
-import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import type Mail from 'nodemailer/lib/mailer/index.js';
-import type { FromBuilder, ToBuilder } from './mime-builder.js';
+import { type FromBuilder, type ToBuilder, buildMime } from './mime-builder.js';
 
 const port = parentPort!;
 
@@ -18,12 +17,10 @@ function withBuffers(options: Mail.Options): Mail.Options {
 port.on('message', (msg: FromBuilder) => {
   void (async () => {
     try {
-      const mime = new MailComposer(withBuffers(msg.options)).compile();
-      const envelope = mime.getEnvelope();
-      const raw = await mime.build();
+      const { envelope, raw } = await buildMime(withBuffers(msg.options), msg.dkim);
       // A copy of exactly the message's bytes, whose memory moves to the main thread instead of being copied again.
       const bytes = new Uint8Array(raw).buffer;
-      port.postMessage({ id: msg.id, ok: true, envelope: { from: envelope.from || '', to: envelope.to }, raw: bytes } satisfies ToBuilder, [bytes]);
+      port.postMessage({ id: msg.id, ok: true, envelope, raw: bytes } satisfies ToBuilder, [bytes]);
     } catch (err) {
       const e = err as Error & { code?: string };
       port.postMessage({ id: msg.id, ok: false, message: e.message ?? String(err), ...(e.code ? { code: e.code } : {}) } satisfies ToBuilder);

@@ -227,7 +227,7 @@ export class SmtpEmailProvider implements EmailProvider {
       });
     }
     try {
-      const { envelope, raw } = await this.mime.build(composed.options);
+      const { envelope, raw } = await this.mime.build(composed.options, message.dkim);
       const info = await pool.send(envelope, raw);
       return {
         providerMessageId: composed.messageId,

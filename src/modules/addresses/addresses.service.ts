@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
+import { DOMAIN_NAME, type DomainsService } from '../domains/domains.service.js';
 import type { AddressesRepository } from './addresses.repository.js';
 import { type EmailAddressRow, isUniqueViolation } from './addresses.tables.js';
 
@@ -32,7 +33,6 @@ export interface UpdateAddressInput {
  * nor with two dots in a row; stored lower case (the SMTP server matches recipients that way).
  */
 const PREFIX = /^[a-z0-9_+-](?:[a-z0-9_+.-]{0,62}[a-z0-9_+-])?$/;
-const DOMAIN = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/;
 const MAX_DISPLAY_NAME = 128;
 
 export function addressView(row: EmailAddressRow): AddressView {
@@ -48,14 +48,14 @@ export function addressView(row: EmailAddressRow): AddressView {
 
 /**
  * Inbound addresses of an environment (the pingram SDK's AddressesApi). A built-in address is
- * `prefix@<CLARION_INBOUND_DOMAIN>`; a custom one needs a domain verified for the account, and
- * domain verification comes with sender domains, which this server does not have yet, so custom
- * domains are refused with that reason. Built-in addresses cannot be deleted.
+ * `prefix@<CLARION_INBOUND_DOMAIN>`; a custom one needs a domain verified for the account
+ * (modules/domains), whose MX then points at this server. Built-in addresses cannot be deleted.
  */
 export class AddressesService {
   constructor(
     private readonly deps: Pick<Deps, 'config' | 'clock'>,
     private readonly repo: AddressesRepository,
+    private readonly domains: Pick<DomainsService, 'isVerified'>,
   ) {}
 
   async list(scope: EnvScope): Promise<AddressView[]> {
@@ -67,12 +67,15 @@ export class AddressesService {
     const displayName = checkDisplayName(input.displayName);
     const mailDomain = this.deps.config.inboundDomain;
     const domain = input.domain === undefined ? mailDomain : input.domain.trim().toLowerCase();
-    if (domain !== mailDomain) {
-      if (!DOMAIN.test(domain)) throw invalid(`domain "${input.domain}" is not a domain name.`, `Leave domain out for a built-in address on ${mailDomain}.`);
-      throw invalid(
-        `domain "${domain}" is not verified for this account: custom addresses need a verified domain, and domain verification comes with sender domains, which this server does not offer yet.`,
-        `Leave domain out for a built-in address (${prefix}@${mailDomain}).`,
-      );
+    const custom = domain !== mailDomain;
+    if (custom) {
+      if (!DOMAIN_NAME.test(domain)) throw invalid(`domain "${input.domain}" is not a domain name.`, `Leave domain out for a built-in address on ${mailDomain}.`);
+      if (!(await this.domains.isVerified(scope.accountId, domain))) {
+        throw invalid(
+          `domain "${domain}" is not verified for this account: custom addresses need a verified sender domain.`,
+          `Add it with POST /domains {"sender": "${domain}"} and publish the records it answers, or leave domain out for a built-in address (${prefix}@${mailDomain}).`,
+        );
+      }
     }
     const now = this.deps.clock.now().toISOString();
     const row: EmailAddressRow = {
@@ -81,7 +84,7 @@ export class AddressesService {
       env_id: scope.envId,
       prefix,
       domain,
-      type: 'builtin',
+      type: custom ? 'custom' : 'builtin',
       display_name: displayName ?? null,
       created_at: now,
       updated_at: now,

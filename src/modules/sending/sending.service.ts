@@ -6,6 +6,7 @@ import { type AccountRow, AccountsRepository } from '../accounts/accounts.reposi
 import { currentCycleStart } from '../accounts/billing-cycle.js';
 import { validateInlineAttachments } from '../../channels/email/attachments.js';
 import { validateEmailAddressOptions } from '../../channels/email/recipients.js';
+import type { DomainsService } from '../domains/domains.service.js';
 import { parseRecipient } from '../users/users.service.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
@@ -90,6 +91,8 @@ export class SendingService {
   constructor(
     private readonly deps: Deps,
     private readonly queue: Queue,
+    /** The fromAddress rule (modules/domains); without it, senders are checked at delivery only. */
+    private readonly domains?: Pick<DomainsService, 'checkFromAddress'>,
   ) {
     const intake = new SendIntake(deps, queue);
     const { maxBatch, overlap } = INTAKE[deps.storage.dialect];
@@ -118,6 +121,7 @@ export class SendingService {
     const runAt = parseSchedule(body.schedule, now);
     validateInlineAttachments(body.options?.email?.attachments ?? []);
     validateEmailAddressOptions(body.options?.email);
+    await this.checkSenders(ctx.accountId, body);
 
     const recipient = parseRecipient(send.to);
 
@@ -201,6 +205,20 @@ export class SendingService {
     return response;
   }
 
+  /**
+   * A sender the request names (options.email.fromAddress, inline email.senderEmail) must be the
+   * platform default sender or on a verified domain of the account: refused here with 400 rather
+   * than accepted to fail at delivery. One read, only for sends that name a sender; a template's
+   * senderEmail is checked at delivery (UNVERIFIED_SENDER).
+   */
+  private async checkSenders(accountId: string, body: SendBody): Promise<void> {
+    if (!this.domains) return;
+    const fromAddress = body.options?.email?.fromAddress;
+    const senderEmail = typeof body.email?.senderEmail === 'string' ? body.email.senderEmail : undefined;
+    if (fromAddress !== undefined) await this.domains.checkFromAddress(accountId, fromAddress, 'options.email.fromAddress');
+    else if (senderEmail !== undefined) await this.domains.checkFromAddress(accountId, senderEmail, 'email.senderEmail');
+  }
+
   /** Changes the body and/or time of a scheduled send that has not run yet. */
   async updateSchedule(ctx: SendContext, trackingId: string, body: SendBody): Promise<void> {
     const message = await this.scheduled(ctx, trackingId);
@@ -209,6 +227,7 @@ export class SendingService {
     const runAt = parseSchedule(body.schedule ?? message.scheduled_for ?? undefined, now) ?? now;
     validateInlineAttachments(body.options?.email?.attachments ?? []);
     validateEmailAddressOptions(body.options?.email);
+    await this.checkSenders(ctx.accountId, body);
     const merged: SendBody = { ...(JSON.parse(message.request) as SendBody), ...body };
     await this.deps.ledger.transaction(async (tx) => {
       const moved = message.job_id ? await this.queue.reschedule(tx.db, message.job_id, runAt, { trackingId }) : null;

@@ -1,14 +1,18 @@
 import type { EmailProviders } from '../../../channels/email/registry.js';
 import { DeliveryError, type EmailAttachment } from '../../../channels/types.js';
 import type { Config } from '../../../config.js';
+import type { DomainSigningKey, DomainsService } from '../../domains/domains.service.js';
 import type { EngagementService, TrackingSetting } from '../../engagement/engagement.service.js';
 import { type ChannelExecutor, str } from './types.js';
 
 /**
  * `engagement`: adds the List-Unsubscribe headers and, as the environment's switches say, open
  * and click tracking to every mail (the channel composes them; it knows no module).
+ * `domains`: the From address must be the platform default sender or on a verified domain of the
+ * account (else the email fails UNVERIFIED_SENDER, as the hosted service's log code says); mail
+ * from a verified domain is DKIM-signed with its key, read once per batch and handed to the channel.
  */
-export function emailExecutor(config: Config, providers: EmailProviders, engagement?: EngagementService): ChannelExecutor {
+export function emailExecutor(config: Config, providers: EmailProviders, engagement?: EngagementService, domains?: Pick<DomainsService, 'senderKeys' | 'isAllowedSender'>): ChannelExecutor {
   return {
     fromInline: (body) => (body.email ? { ...body.email } : null),
     preview: (c) => str(c.subject) ?? '',
@@ -30,9 +34,23 @@ export function emailExecutor(config: Config, providers: EmailProviders, engagem
         const setting: TrackingSetting = await (scope ? scope.once(`email-tracking ${message.account_id} ${message.env_id}`, read) : read());
         decoration = engagement.emailDecoration(delivery, message, setting);
       }
+      const fromAddress = options.fromAddress ?? str(content.senderEmail) ?? config.defaultFromAddress;
+      let dkim: DomainSigningKey | undefined;
+      if (domains) {
+        const read = () => domains.senderKeys(message.account_id);
+        const keys = await (scope ? scope.once(`sender-keys ${message.account_id}`, read) : read());
+        if (!domains.isAllowedSender(fromAddress, keys)) {
+          throw new DeliveryError(
+            'UNVERIFIED_SENDER',
+            `${fromAddress} is neither the platform default sender nor on a verified domain of the account (POST /domains adds one; publish its records)`,
+            { retryable: false },
+          );
+        }
+        dkim = keys.get(fromAddress.slice(fromAddress.lastIndexOf('@') + 1).toLowerCase());
+      }
       const result = await provider.send({
         from: {
-          address: options.fromAddress ?? str(content.senderEmail) ?? config.defaultFromAddress,
+          address: fromAddress,
           name: options.fromName ?? str(content.senderName) ?? config.defaultFromName,
         },
         to: { address: to },
@@ -46,6 +64,7 @@ export function emailExecutor(config: Config, providers: EmailProviders, engagem
         messageId,
         ...(decoration ? { headers: decoration.headers, ...(decoration.tracking ? { tracking: decoration.tracking } : {}) } : {}),
         meta: { accountId: message.account_id, envId: message.env_id, trackingId: message.tracking_id, userId: message.user_id },
+        ...(dkim ? { dkim } : {}),
       });
       return {
         result,

@@ -1,6 +1,7 @@
 import type { MailCatcherStore } from '../../../channels/email/mail-catcher.js';
 import { type EmailStores, EmailProviders } from '../../../channels/email/registry.js';
 import type { Deps } from '../../../deps.js';
+import type { DomainsService } from '../../domains/domains.service.js';
 import type { EngagementService } from '../../engagement/engagement.service.js';
 import type { InappService } from '../../inapp/inapp.service.js';
 import type { ApnSettingsService } from '../../push/apn-settings.service.js';
@@ -32,6 +33,8 @@ export interface ExecutorServices {
   fcmSettings: FcmSettingsService;
   slackSettings: SlackSettingsService;
   engagement?: EngagementService;
+  /** Sender domains: the From rule and DKIM keys; without it, mail is neither checked nor signed. */
+  domains?: DomainsService;
   repositories: { telephony: TelephonyRepository; mailCatcher: MailCatcherStore; emailSettings: EmailStores['settings'] };
 }
 
@@ -40,7 +43,7 @@ export function buildExecutors(deps: Deps, services: ExecutorServices): { execut
   const { mailCatcher, emailSettings } = services.repositories;
   const emailProviders = new EmailProviders(deps, { caught: mailCatcher, settings: emailSettings });
   const candidates: [SendChannel, ManagedExecutor | null][] = [
-    ['EMAIL', { ...emailExecutor(deps.config, emailProviders, services.engagement), close: () => emailProviders.close() }],
+    ['EMAIL', { ...emailExecutor(deps.config, emailProviders, services.engagement, services.domains), close: () => emailProviders.close() }],
     ['INAPP_WEB', inappExecutor(services.inapp)],
     ['SMS', smsExecutor(deps, services)],
     ['CALL', callExecutor(deps, services)],
