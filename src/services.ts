@@ -21,6 +21,7 @@ import { InappService } from './modules/inapp/inapp.service.js';
 import { KeysRepository } from './modules/keys/keys.repository.js';
 import { KeysService } from './modules/keys/keys.service.js';
 import { LogsService } from './modules/logs/logs.service.js';
+import { PreferencesService } from './modules/preferences/preferences.service.js';
 import { ApnSettingsService } from './modules/push/apn-settings.service.js';
 import { FcmSettingsService } from './modules/push/fcm.service.js';
 import { WebPushService } from './modules/push/web-push.service.js';
@@ -76,6 +77,8 @@ export interface Services {
   logs: LogsService;
   /** Webhook endpoints and this process's webhook worker (started with the other workers). */
   webhooks: WebhooksService;
+  /** User preferences per type, sub-notification and channel: their one writer (modules/preferences). */
+  preferences: PreferencesService;
   /** Open and click tracking, one-click unsubscribe (modules/engagement). */
   engagement: EngagementService;
   /** Inbound email addresses (AddressesApi). */
@@ -108,6 +111,7 @@ export function buildServices(deps: Deps): Services {
   const users = new UsersService(deps);
   const webhooks = new WebhooksService(deps);
   const addressesRepo = new AddressesRepository(deps.db);
+  const preferences = new PreferencesService(deps, webhooks.outbox);
   return {
     repositories,
     renderer,
@@ -131,7 +135,8 @@ export function buildServices(deps: Deps): Services {
     sending: new SendingService(deps, deps.queue),
     logs: new LogsService(deps, deps.queue),
     webhooks,
-    engagement: new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox),
+    preferences,
+    engagement: new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox, preferences),
     addresses: new AddressesService(deps, addressesRepo),
     inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),
