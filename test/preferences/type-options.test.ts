@@ -73,7 +73,7 @@ describe.each(STORAGE_KINDS)('notification type delivery settings (%s)', (kind) 
     // A patch replaces the options as sent.
     const patched = await req('PATCH', '/types/accepted-0', { options: ACCEPTED[1] });
     expect(patched.json().options).toEqual(ACCEPTED[1]);
-    const listed = (await req('GET', '/types')).json() as { notificationId: string; options?: unknown }[];
+    const listed = (await req('GET', '/types')).json<{ notificationId: string; options?: unknown }[]>();
     expect(listed.find((x) => x.notificationId === 'accepted-0')!.options).toEqual(ACCEPTED[1]);
   });
 
