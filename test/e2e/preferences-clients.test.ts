@@ -45,7 +45,7 @@ describe.each(STORAGE_KINDS)('preferences through the published clients (%s)', (
       const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
       sent.push({ method: init?.method ?? 'GET', url, headers: { ...(init?.headers as Record<string, string>) }, body: init?.body as string | undefined });
       return realFetch(url.replace(/^https:/, 'http:'), init);
-    }) as typeof fetch;
+    });
     const type = await t.app.inject({
       method: 'POST',
       url: '/types',
