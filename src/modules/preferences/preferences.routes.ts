@@ -1,16 +1,15 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
-import { withErrors } from '../../http/schemas.js';
+import { StringEnum, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import { type AuthService, requireEnv } from '../auth/auth.service.js';
 import { type InappAuthenticator, inappUnauthorized } from '../inapp/inapp.auth.js';
 import { SEND_CHANNELS } from '../sending/channels.js';
 import { DELIVERY_OPTIONS } from '../types/delivery-options.js';
-import type { PreferenceFilter, PreferenceInput, PreferencesService } from './preferences.service.js';
+import type { PreferenceFilter, PreferencesService } from './preferences.service.js';
 
-const StringEnum = (values: readonly string[]) => Type.Unsafe<string>({ type: 'string', enum: [...values] });
 const Id = Type.String({ minLength: 1, maxLength: 256 });
 
 const PreferenceItem = Type.Object(
@@ -96,7 +95,8 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
     req.log.warn({ clientId, userId, code: (err as Partial<AppError>).code ?? 'VALIDATION_FAILED', reason: err.message }, 'in-app client preferences request refused');
     done();
   };
-  const endUserRoute = { config: { auth: 'inapp' as const }, onError: logRefusal };
+  const inappConfig = { auth: 'inapp' as const };
+  const endUserRoute = { config: inappConfig, onError: logRefusal };
 
   app.get(
     '/:clientId/users/:userId/preferences',
@@ -111,7 +111,7 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
       schema: { tags, summary: 'Set delivery options of the user (in-app client)', params: ClientUserParams, body: PreferencesBody, response: withErrors({ 200: Success }) },
     },
     async (req) => {
-      await service.set(await endUser(req), req.params.userId, req.body as PreferenceInput[], 'user');
+      await service.set(await endUser(req), req.params.userId, req.body, 'user');
       return { success: true };
     },
   );
@@ -119,7 +119,7 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
   app.delete(
     '/:clientId/users/:userId/preferences',
     {
-      ...endUserRoute,
+      config: inappConfig,
       schema: {
         tags,
         summary: "Reset the user's preferences to the types' defaults (all, one type's, or one sub-notification's)",
@@ -137,7 +137,7 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
     '/:clientId/user_preferences/:userId',
     { schema: { tags, summary: 'Set delivery options of a user (older server SDK)', params: ClientUserParams, body: PreferencesBody, response: withErrors({ 200: Success }) } },
     async (req) => {
-      await service.set(serverScope(req), req.params.userId, req.body as PreferenceInput[], 'api');
+      await service.set(serverScope(req), req.params.userId, req.body, 'api');
       return { success: true };
     },
   );
@@ -152,7 +152,7 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
     '/user_preferences/:userId',
     { schema: { tags, summary: 'Set delivery options of a user', params: UserParams, body: PreferencesBody, response: withErrors({ 200: Success }) } },
     async (req) => {
-      await service.set(serverScope(req), req.params.userId, req.body as PreferenceInput[], 'api');
+      await service.set(serverScope(req), req.params.userId, req.body, 'api');
       return { success: true };
     },
   );

@@ -1,5 +1,6 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { invalid } from '../../errors.js';
+import { StringEnum } from '../../http/schemas.js';
 
 /**
  * A notification type's delivery settings (the pingram SDK's GetNotificationsResponseInnerOptions
@@ -18,10 +19,6 @@ export const SUPPORTED_DELIVERY_OPTIONS = ['off', 'instant'] as const;
 export type SupportedDelivery = (typeof SUPPORTED_DELIVERY_OPTIONS)[number];
 
 export const isSupportedDelivery = (value: string): value is SupportedDelivery => (SUPPORTED_DELIVERY_OPTIONS as readonly string[]).includes(value);
-
-/** A string enum that fails with "must be equal to one of the allowed values" (not an anyOf). */
-const StringEnum = <T extends string>(values: readonly T[], description?: string) =>
-  Type.Unsafe<T>({ type: 'string', enum: [...values], ...(description ? { description } : {}) });
 
 /** HH:MM on a 24-hour clock: 00:00 to 23:59. */
 export const HOUR_PATTERN = '^([01][0-9]|2[0-3]):[0-5][0-9]$';
