@@ -69,23 +69,24 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
   const tags = ['preferences'];
   const response = Type.Ref('GetPreferencesResponse');
 
+  // Both authenticate before the body is looked at (onRequest), as every route does.
   /** The in-app client's user, from its Basic credentials. */
-  async function endUser(req: FastifyRequest): Promise<EnvScope> {
+  async function endUser(req: FastifyRequest): Promise<void> {
     const { clientId, userId } = req.params as ClientUser;
     const scope = await inappAuth.authenticatePath(req.headers.authorization, clientId, userId);
     if (!scope) throw inappUnauthorized('Missing in-app credentials.');
-    return scope;
+    req.inappScope = scope;
   }
 
   /** Server credentials acting in the path's environment, or else the user's own Basic credentials. */
-  async function serverOrEndUser(req: FastifyRequest): Promise<EnvScope> {
-    const { clientId } = req.params as ClientUser;
+  async function serverOrEndUser(req: FastifyRequest): Promise<void> {
+    const { clientId, userId } = req.params as ClientUser;
     try {
       const caller = await auth.authenticate(req.headers.authorization, clientId);
-      return { accountId: caller.accountId, envId: requireEnv(caller) };
+      req.inappScope = { accountId: caller.accountId, envId: requireEnv(caller), userId };
     } catch (err) {
       if (!(err instanceof AppError) || err.code !== 'UNAUTHORIZED') throw err;
-      return endUser(req);
+      await endUser(req);
     }
   }
 
@@ -96,12 +97,12 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
     done();
   };
   const inappConfig = { auth: 'inapp' as const };
-  const endUserRoute = { config: inappConfig, onError: logRefusal };
+  const endUserRoute = { config: inappConfig, onRequest: endUser, onError: logRefusal };
 
   app.get(
     '/:clientId/users/:userId/preferences',
     { ...endUserRoute, schema: { tags, summary: "The user's preferences and the types they apply to (in-app client)", params: ClientUserParams, response: withErrors({ 200: response }) } },
-    async (req) => service.get(await endUser(req), req.params.userId),
+    (req) => service.get(req.inappScope, req.params.userId),
   );
 
   app.post(
@@ -111,7 +112,7 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
       schema: { tags, summary: 'Set delivery options of the user (in-app client)', params: ClientUserParams, body: PreferencesBody, response: withErrors({ 200: Success }) },
     },
     async (req) => {
-      await service.set(await endUser(req), req.params.userId, req.body, 'user');
+      await service.set(req.inappScope, req.params.userId, req.body, 'user');
       return { success: true };
     },
   );
@@ -120,6 +121,7 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
     '/:clientId/users/:userId/preferences',
     {
       config: inappConfig,
+      onRequest: serverOrEndUser,
       schema: {
         tags,
         summary: "Reset the user's preferences to the types' defaults (all, one type's, or one sub-notification's)",
@@ -128,7 +130,7 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
         response: withErrors({ 200: ResetResponse }),
       },
     },
-    async (req) => ({ success: true, deleted: await service.reset(await serverOrEndUser(req), req.params.userId, filterOf(req.query)) }),
+    async (req) => ({ success: true, deleted: await service.reset(req.inappScope, req.params.userId, filterOf(req.query)) }),
   );
 
   const serverScope = (req: FastifyRequest): EnvScope => ({ accountId: req.auth.accountId, envId: requireEnv(req.auth) });
