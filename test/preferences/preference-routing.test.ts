@@ -94,4 +94,12 @@ describe.each(STORAGE_KINDS)('preferences in routing and unsubscribe events (%s)
     expect(written.filter((e) => e.type === 'EMAIL_UNSUBSCRIBE' && (JSON.parse(e.payload) as Payload).userId === 'cy')).toHaveLength(2);
     expect(emailEvents()).toHaveLength(2);
   });
+
+  it('emits one event for concurrent writes of the same opt-out', async () => {
+    const scope = { accountId: t.account.accountId, envId: t.account.clientId };
+    const offs = Array.from({ length: 12 }, () => t.services.preferences.set(scope, 'race', [{ notificationId: 'digest', channel: 'EMAIL', delivery: 'off' }], 'api'));
+    await Promise.all(offs);
+    const written = (await t.deps.db.selectFrom('webhook_events' as never).select(['type' as never, 'payload' as never]).execute()) as { type: string; payload: string }[];
+    expect(written.filter((e) => e.type === 'EMAIL_UNSUBSCRIBE' && (JSON.parse(e.payload) as Payload).userId === 'race')).toHaveLength(1);
+  });
 });

@@ -19,19 +19,27 @@ export class PreferencesRepository {
     this.db = db.withTables<{ user_preferences: UserPreferencesTable }>();
   }
 
-  /** Sets options (insert or replace); created_at is kept on replace. */
-  async upsert(rows: UserPreferencesTable[]): Promise<void> {
-    if (rows.length === 0) return;
-    await this.db
+  /**
+   * Sets options: inserts new ones, replaces those whose delivery changes (created_at is kept),
+   * leaves equal ones alone. Answers the rows it inserted or changed, decided row by row by the
+   * database, so two concurrent writes of the same option report it changed once.
+   */
+  async upsert(rows: UserPreferencesTable[]): Promise<UserPreferencesTable[]> {
+    if (rows.length === 0) return [];
+    return this.db
       .insertInto('user_preferences')
       .values(rows)
       .onConflict((oc) =>
-        oc.columns(['env_id', 'user_id', 'notification_id', 'sub_notification_id', 'channel']).doUpdateSet((eb) => ({
-          delivery: eb.ref('excluded.delivery'),
-          source: eb.ref('excluded.source'),
-          updated_at: eb.ref('excluded.updated_at'),
-        })),
+        oc
+          .columns(['env_id', 'user_id', 'notification_id', 'sub_notification_id', 'channel'])
+          .doUpdateSet((eb) => ({
+            delivery: eb.ref('excluded.delivery'),
+            source: eb.ref('excluded.source'),
+            updated_at: eb.ref('excluded.updated_at'),
+          }))
+          .where((eb) => eb('user_preferences.delivery', '<>', eb.ref('excluded.delivery'))),
       )
+      .returningAll()
       .execute();
   }
 

@@ -149,15 +149,12 @@ export class PreferencesService {
 
   /** Upserts the rows and emits an unsubscribe event per channel newly off; answers how many events. */
   private async write(trx: Kysely<CoreTables>, scope: EnvScope, userId: string, wanted: Wanted[], context: UnsubscribeContext): Promise<number> {
-    const repo = new PreferencesRepository(trx);
-    const before = new Map((await repo.ofUser(scope.accountId, scope.envId, userId)).map((row) => [keyOf(row.notification_id, row.sub_notification_id, row.channel), row]));
     const at = this.deps.clock.now().toISOString();
     // The last of duplicates wins, as if they had been sent one after another.
     const rows = new Map<string, UserPreferencesTable>();
     for (const w of wanted) {
       const channel = logNameOf(w.channel);
-      const key = keyOf(w.notificationId, w.subNotificationId, channel);
-      rows.set(key, {
+      rows.set(keyOf(w.notificationId, w.subNotificationId, channel), {
         env_id: scope.envId,
         user_id: userId,
         notification_id: w.notificationId,
@@ -166,35 +163,36 @@ export class PreferencesService {
         account_id: scope.accountId,
         delivery: w.delivery,
         source: w.source,
-        created_at: before.get(key)?.created_at ?? at,
+        created_at: at,
         updated_at: at,
       });
     }
-    await repo.upsert([...rows.values()]);
-    const events: NewWebhookEvent[] = [];
-    for (const [key, row] of rows) {
-      if (row.delivery !== 'off' || before.get(key)?.delivery === 'off') continue;
-      const channel = CHANNEL_OF_LOG.get(row.channel)!;
-      events.push({
-        accountId: scope.accountId,
-        envId: scope.envId,
-        type: UNSUBSCRIBE_EVENT[channel],
-        payload: {
-          channel,
-          userId,
-          notificationId: row.notification_id,
-          // A preference change belongs to no send; the one-click unsubscribe names the mail's.
-          trackingId: context.trackingId ?? '',
-          occurredAt: at,
-          details: {
-            [`${row.channel}_unsubscribed_at`]: at,
-            source: row.source,
-            ...(row.sub_notification_id ? { subNotificationId: row.sub_notification_id } : {}),
-            ...context.details,
+    // Only what changed comes back: an option set to off again emits nothing.
+    const changed = await new PreferencesRepository(trx).upsert([...rows.values()]);
+    const events: NewWebhookEvent[] = changed
+      .filter((row) => row.delivery === 'off')
+      .map((row) => {
+        const channel = CHANNEL_OF_LOG.get(row.channel)!;
+        return {
+          accountId: scope.accountId,
+          envId: scope.envId,
+          type: UNSUBSCRIBE_EVENT[channel],
+          payload: {
+            channel,
+            userId,
+            notificationId: row.notification_id,
+            // A preference change belongs to no send; the one-click unsubscribe names the mail's.
+            trackingId: context.trackingId ?? '',
+            occurredAt: at,
+            details: {
+              [`${row.channel}_unsubscribed_at`]: at,
+              source: row.source,
+              ...(row.sub_notification_id ? { subNotificationId: row.sub_notification_id } : {}),
+              ...context.details,
+            },
           },
-        },
+        };
       });
-    }
     await this.outbox.emit(trx, events);
     return events.length;
   }
