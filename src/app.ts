@@ -29,6 +29,7 @@ import { emailSettingsRoutes } from './modules/email/email-settings.routes.js';
 import { addressRoutes } from './modules/addresses/addresses.routes.js';
 import { domainRoutes } from './modules/domains/domains.routes.js';
 import { webhookRoutes } from './modules/webhooks/webhooks.routes.js';
+import { preferenceRoutes } from './modules/preferences/preferences.routes.js';
 import { engagementRoutes } from './modules/engagement/engagement.routes.js';
 import type { Services } from './services.js';
 
@@ -112,6 +113,7 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   templateRoutes(app, services);
   emailSettingsRoutes(app, services.emailSettings);
   await inappRoutes(app, deps, services);
+  preferenceRoutes(app, services);
   sendingRoutes(app, services.sending);
   logRoutes(app, deps, services.logs);
   await telephonyRoutes(app, services);

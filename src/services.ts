@@ -24,6 +24,7 @@ import { InappService } from './modules/inapp/inapp.service.js';
 import { KeysRepository } from './modules/keys/keys.repository.js';
 import { KeysService } from './modules/keys/keys.service.js';
 import { LogsService } from './modules/logs/logs.service.js';
+import { PreferencesService } from './modules/preferences/preferences.service.js';
 import { ApnSettingsService } from './modules/push/apn-settings.service.js';
 import { FcmSettingsService } from './modules/push/fcm.service.js';
 import { WebPushService } from './modules/push/web-push.service.js';
@@ -79,6 +80,8 @@ export interface Services {
   logs: LogsService;
   /** Webhook endpoints and this process's webhook worker (started with the other workers). */
   webhooks: WebhooksService;
+  /** User preferences per type, sub-notification and channel: their one writer (modules/preferences). */
+  preferences: PreferencesService;
   /** Open and click tracking, one-click unsubscribe (modules/engagement). */
   engagement: EngagementService;
   /** Sender domains of accounts (DomainsApi): DKIM keys, DNS verification, the fromAddress rule. */
@@ -114,6 +117,7 @@ export function buildServices(deps: Deps): Services {
   const webhooks = new WebhooksService(deps);
   const addressesRepo = new AddressesRepository(deps.db);
   const domains = new DomainsService(deps, new DomainsRepository(deps.db), new DnsRecordChecker({ server: deps.config.dnsServer }));
+  const preferences = new PreferencesService(deps, webhooks.outbox);
   return {
     repositories,
     renderer,
@@ -137,7 +141,8 @@ export function buildServices(deps: Deps): Services {
     sending: new SendingService(deps, deps.queue, domains),
     logs: new LogsService(deps, deps.queue),
     webhooks,
-    engagement: new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox),
+    preferences,
+    engagement: new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox, preferences),
     domains,
     addresses: new AddressesService(deps, addressesRepo, domains),
     inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox),

@@ -18,6 +18,12 @@ const FASTIFY_CODES: Record<string, { code: ErrorCode; message?: string; fix?: s
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
 
+/** Ajv says "must NOT have additional properties" without saying which: name it. */
+function unexpectedProperty(validation: FastifyError['validation']): string {
+  const name = (validation?.[0]?.params as { additionalProperty?: unknown } | undefined)?.additionalProperty;
+  return typeof name === 'string' ? `: "${name}" is not allowed` : '';
+}
+
 export function installErrorHandling(app: App): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {
@@ -27,7 +33,7 @@ export function installErrorHandling(app: App): void {
       const where = err.validationContext ?? 'request';
       return reply
         .status(400)
-        .send(errorBody(request.id, 'VALIDATION_FAILED', `Invalid ${where}: ${err.message}`, 'See /openapi.json for the expected shape.'));
+        .send(errorBody(request.id, 'VALIDATION_FAILED', `Invalid ${where}: ${err.message}${unexpectedProperty(err.validation)}`, 'See /openapi.json for the expected shape.'));
     }
     if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
       return reply.status(400).send(errorBody(request.id, 'INVALID_JSON', 'The request body is not valid JSON.', 'Send a well-formed JSON document.'));

@@ -99,6 +99,16 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'GET /users/account-metadata': 'end-user',
   'GET /:clientId/users/:userId/account_metadata': 'end-user',
 
+  // User preferences (modules/preferences): the in-app client's, the older server SDK's, API keys'
+  'GET /:clientId/users/:userId/preferences': 'end-user',
+  'POST /:clientId/users/:userId/preferences': 'end-user',
+  // Server credentials of the path's environment, or the user's own Basic (the route checks which).
+  'DELETE /:clientId/users/:userId/preferences': 'end-user',
+  'POST /:clientId/user_preferences/:userId': 'environment',
+  'GET /users/:userId/preferences': 'environment',
+  'POST /user_preferences/:userId': 'environment',
+  'DELETE /users/:userId/preferences': 'environment',
+
   // Sending and logs
   'POST /send': 'environment',
   'POST /:clientId/sender': 'environment',

@@ -47,3 +47,7 @@ export function installFormats(ajv: { addFormat(name: string, format: (text: str
 
 /** An ISO 8601 date-time input field (see isCalendarDateTime). */
 export const IsoDateTime = (options: { description?: string } = {}) => Type.String({ format: 'date-time', maxLength: 64, ...options });
+
+/** A string enum that fails with "must be equal to one of the allowed values" (not an anyOf of literals). */
+export const StringEnum = <T extends string>(values: readonly T[], description?: string) =>
+  Type.Unsafe<T>({ type: 'string', enum: [...values], ...(description ? { description } : {}) });

@@ -43,6 +43,8 @@ export interface TestContextOptions {
   clock?: Clock;
   /** Start the delivery workers (queue polling, channel executors); retries back off from 10 ms. */
   workers?: boolean;
+  /** The server's logger (default: silent, or TEST_LOG_LEVEL), e.g. one writing to a stream a test reads. */
+  logger?: pino.Logger;
   /** Queue options, e.g. a short job backoff for a test that runs a job to its last attempt. */
   queue?: QueueOptions;
 }
@@ -52,7 +54,7 @@ export async function createTestContext(kind: Dialect, options: TestContextOptio
   const config = testConfig(options.config);
   const deps = buildDeps(config, {
     storage,
-    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+    logger: options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     secrets: new Secrets(randomBytes(32)),
     ...(options.clock ? { clock: options.clock } : {}),
     // Short polls keep tests quick; pg-boss tables live beside the test schema and go with it.

@@ -24,12 +24,17 @@ describe.each(STORAGE_KINDS)('pingram SDK: types, templates, components (%s)', (
     const [one] = await client.types.getNotificationType('sdk-welcome');
     expect(one).toMatchObject({ notificationId: 'sdk-welcome', templates: [] });
 
-    const updated = await client.types.updateNotificationType('sdk-welcome', {
-      title: 'Hello',
-      enabled: false,
-      deduplication: { duration: 10 },
-    });
-    expect(updated).toMatchObject({ title: 'Hello', enabled: false, deduplication: { duration: 10 } });
+    const options = {
+      EMAIL: { defaultDeliveryOption: 'off', off: { enabled: true }, instant: { enabled: true }, weekly: { enabled: false, hour: '18:30', day: 'Friday' } },
+      INAPP_WEB: { defaultDeliveryOption: 'instant', instant: { enabled: true, batching: false, batchingKey: 'parameters.postId', batchingWindow: 60000 } },
+    } as const;
+    const updated = await client.types.updateNotificationType('sdk-welcome', { title: 'Hello', enabled: false, options: options as never });
+    expect(updated).toMatchObject({ title: 'Hello', enabled: false, options });
+    const [reread] = await client.types.getNotificationType('sdk-welcome');
+    expect(reread.options).toEqual(options);
+    // Deduplication is not enforced yet: refused, not stored.
+    await expect(client.types.updateNotificationType('sdk-welcome', { deduplication: { duration: 10 } })).rejects.toMatchObject({ response: { status: 400 } });
+    expect((await client.types.getNotificationType('sdk-welcome'))[0].deduplication).toBeUndefined();
 
     const list = await client.types.listNotificationTypes();
     expect(list.map((x) => x.notificationId)).toContain('sdk-welcome');

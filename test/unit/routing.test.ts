@@ -51,6 +51,13 @@ describe('channel routing', () => {
     expect(decision(routeChannels(off), 'INAPP_WEB')).toEqual({ channel: 'INAPP_WEB', routing: 'SEND' });
   });
 
+  it("skips a channel off by the type's default, unless forceChannels bypasses it; the user's own off wins over both", () => {
+    const byDefault = input({ user: { email: 'a@x.io', suppressed: new Set(), offByDefault: new Set(['email']) } });
+    expect(decision(routeChannels(byDefault), 'EMAIL')).toEqual({ channel: 'EMAIL', routing: 'SKIP', reason: 'OFF_BY_DEFAULT' });
+    expect(decision(routeChannels({ ...byDefault, forceChannels: ['EMAIL'] }), 'EMAIL')).toEqual({ channel: 'EMAIL', routing: 'SEND' });
+    expect(decision(routeChannels(byDefault), 'INAPP_WEB')).toEqual({ channel: 'INAPP_WEB', routing: 'SEND' });
+  });
+
   it('honours the type configuration unless forceChannels bypasses it', () => {
     const typed = input({ type: { enabled: true, channels: ['INAPP_WEB'] } });
     expect(decision(routeChannels(typed), 'EMAIL')).toMatchObject({ reason: 'CHANNEL_NOT_CONFIGURED_FOR_TYPE' });

@@ -3,7 +3,7 @@ import { publicBase } from '../../channels/telephony/endpoint.js';
 import type { Deps } from '../../deps.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
-import { PreferencesRepository } from '../preferences/preferences.repository.js';
+import type { PreferencesService } from '../preferences/preferences.service.js';
 import type { WebhookOutbox } from '../webhooks/outbox.js';
 import { EngagementTokens, type UnsubscribeToken } from './tokens.js';
 import type { TrackingSettingsRepository } from './tracking-settings.repository.js';
@@ -52,6 +52,7 @@ export class EngagementService {
     private readonly deps: Pick<Deps, 'config' | 'clock' | 'db' | 'secrets' | 'ledger'>,
     private readonly settings: TrackingSettingsRepository,
     private readonly outbox: WebhookOutbox,
+    private readonly preferences: PreferencesService,
   ) {
     this.tokens = new EngagementTokens(deps.secrets.engagementKey);
     this.base = publicBase(deps.config).replace(/\/+$/, '');
@@ -183,36 +184,10 @@ export class EngagementService {
     const env = await new EnvironmentsRepository(this.deps.db).find(token.accountId, token.envId);
     if (!env) return false;
     const at = this.deps.clock.now().toISOString();
-    await this.deps.db.transaction().execute(async (trx) => {
-      const prefs = new PreferencesRepository(trx);
-      const existing = (await prefs.ofUser(token.accountId, token.envId, token.userId)).find((p) => p.notification_id === token.notificationId && p.channel === 'email');
-      if (existing?.delivery === 'off') return;
-      await prefs.upsert({
-        env_id: token.envId,
-        user_id: token.userId,
-        notification_id: token.notificationId,
-        channel: 'email',
-        account_id: token.accountId,
-        delivery: 'off',
-        source: 'unsubscribe',
-        created_at: existing?.created_at ?? at,
-        updated_at: at,
-      });
-      await this.outbox.emit(trx, [
-        {
-          accountId: token.accountId,
-          envId: token.envId,
-          type: 'EMAIL_UNSUBSCRIBE',
-          payload: {
-            channel: 'EMAIL',
-            userId: token.userId,
-            notificationId: token.notificationId,
-            trackingId: token.trackingId,
-            occurredAt: at,
-            details: { email_unsubscribed_at: at, method, ...(client.userAgent ? { user_agent: client.userAgent } : {}), ...(client.ip ? { ip: client.ip } : {}) },
-          },
-        },
-      ]);
+    // The one writer of preferences: it emits EMAIL_UNSUBSCRIBE with the write, once (a repeated POST changes nothing).
+    await this.preferences.unsubscribe({ accountId: token.accountId, envId: token.envId }, token.userId, token.notificationId, 'EMAIL', {
+      trackingId: token.trackingId,
+      details: { email_unsubscribed_at: at, method, ...(client.userAgent ? { user_agent: client.userAgent } : {}), ...(client.ip ? { ip: client.ip } : {}) },
     });
     return true;
   }

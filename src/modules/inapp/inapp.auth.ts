@@ -69,4 +69,15 @@ export class InappAuthenticator {
     }
     return { accountId: env.account_id, envId: env.client_id, userId };
   }
+
+  /**
+   * Authenticates the in-app client on a `/{clientId}/users/{userId}/...` path: its Basic
+   * credentials must name that clientId and that user. Null when the header is not Basic.
+   */
+  async authenticatePath(authorization: string | undefined, clientId: string, userId: string): Promise<InappScope | null> {
+    const credentials = parseInappBasic(authorization, userId);
+    if (!credentials) return null;
+    if (credentials.clientId !== clientId) throw inappUnauthorized('The credentials are for another clientId than the one in the path.');
+    return this.authenticate(credentials);
+  }
 }

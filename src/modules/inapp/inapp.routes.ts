@@ -80,10 +80,9 @@ export async function inappRoutes(
 
   async function pathAuth(req: FastifyRequest): Promise<void> {
     const { clientId, userId } = req.params as { clientId: string; userId: string };
-    const credentials = parseInappBasic(req.headers.authorization, userId);
-    if (!credentials) throw inappUnauthorized('Missing in-app credentials.');
-    if (credentials.clientId !== clientId) throw inappUnauthorized('The credentials are for another clientId than the one in the path.');
-    req.inappScope = await authenticator.authenticate(credentials);
+    const scope = await authenticator.authenticatePath(req.headers.authorization, clientId, userId);
+    if (!scope) throw inappUnauthorized('Missing in-app credentials.');
+    req.inappScope = scope;
   }
 
   const markSeenFilter = (body: MarkSeenBodyType) => {

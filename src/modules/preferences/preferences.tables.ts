@@ -1,23 +1,29 @@
 import type { Kysely } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
 
-/** A user's delivery option for one notification type on one channel (migration 0072). */
+/**
+ * A user's delivery option for one notification type (or one sub-notification of it) on one
+ * channel (migrations 0072 and 0077).
+ */
 export interface UserPreferencesTable {
   env_id: string;
   user_id: string;
   notification_id: string;
+  /** '' for the type itself; otherwise the sub-notification (a send's subNotificationId) it applies to. */
+  sub_notification_id: string;
   /** Log form of the channel: email, sms, inapp, mobile_push, web_push, call, slack. */
   channel: string;
   account_id: string;
-  /** `off` turns the channel off for the type; issue 13 adds the others. */
   delivery: PreferenceDelivery;
-  /** What set it: `unsubscribe` (List-Unsubscribe or the unsubscribe page), later `api` and `user`. */
-  source: string;
+  /** What set it: `unsubscribe` (List-Unsubscribe or the unsubscribe page), `api` (server credentials), `user` (the in-app client). */
+  source: PreferenceSource;
   created_at: string;
   updated_at: string;
 }
 
+/** The delivery options a preference may hold today; the digest options come with digests. */
 export type PreferenceDelivery = 'off' | 'instant';
+export type PreferenceSource = 'unsubscribe' | 'api' | 'user';
 
 export type PreferencesTables = { user_preferences: UserPreferencesTable };
 export type PreferencesDb = Kysely<CoreTables & PreferencesTables>;

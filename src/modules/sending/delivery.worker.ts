@@ -348,11 +348,12 @@ export class DeliveryWorker {
     }
 
     const suppressed = new Set(Object.keys(found.suppressions));
+    const off = reads.channelsOff(message, type);
     const decisions = routeChannels({
       forceChannels: body.forceChannels,
       withContent: new Set(contents.keys()),
       type: { enabled: type.enabled, channels: type.channels },
-      user: { ...user, suppressed, off: reads.channelsOff(message) },
+      user: { ...user, suppressed, off: off.byUser, offByDefault: off.byDefault },
       disabledForEnvironment: JSON.parse(env.disable_sending) as Channel[],
       available: new Set(Object.keys(this.executors) as SendChannel[]),
     });

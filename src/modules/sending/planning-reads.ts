@@ -2,7 +2,7 @@ import type { Deps } from '../../deps.js';
 import type { ComponentResolver } from '../../rendering/liquid.js';
 import { componentResolver } from '../components/components.service.js';
 import { type EnvironmentRow, EnvironmentsRepository } from '../environments/environments.repository.js';
-import { PreferencesRepository } from '../preferences/preferences.repository.js';
+import { PreferenceBook } from '../preferences/preferences.service.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import type { ResolvedTemplate, TemplatesService } from '../templates/templates.service.js';
 import { type NotificationType, ensureType } from '../types/types.service.js';
@@ -21,8 +21,8 @@ export class PlanningReads {
   private readonly messages = new Map<string, MessageRow>();
   private readonly users = new Map<string, { user: User; suppressions: Suppressions }>();
   private readonly shared = new Map<string, Promise<unknown>>();
-  /** Log channels a user turned off per notification type (user_preferences `off`), keyed like users + type. */
-  private readonly off = new Map<string, Set<string>>();
+  /** The batch's user preferences, per environment. */
+  private readonly preferences = new Map<string, PreferenceBook>();
 
   private constructor(
     private readonly deps: Deps,
@@ -44,14 +44,8 @@ export class PlanningReads {
       const found = await users.getManyWithSuppressions(accountId, envId, [...new Set(group.map((m) => m.user_id))]);
       for (const [userId, user] of found) reads.users.set(`${accountId}\u0000${envId}\u0000${userId}`, user);
       // One query per environment for the batch's (user, type) pairs; most batches find none.
-      const prefs = await new PreferencesRepository(deps.db).forUsers(accountId, envId, [...found.keys()], [...new Set(group.map((m) => m.notification_id))]);
-      for (const p of prefs) {
-        if (p.delivery !== 'off') continue;
-        const key = `${accountId}\u0000${envId}\u0000${p.user_id}\u0000${p.notification_id}`;
-        let set = reads.off.get(key);
-        if (!set) reads.off.set(key, (set = new Set()));
-        set.add(p.channel);
-      }
+      const book = await PreferenceBook.read(deps.db, { accountId, envId }, [...found.keys()], [...new Set(group.map((m) => m.notification_id))]);
+      reads.preferences.set(`${accountId}\u0000${envId}`, book);
     }
     return reads;
   }
@@ -65,9 +59,13 @@ export class PlanningReads {
     return this.users.get(`${message.account_id}\u0000${message.env_id}\u0000${message.user_id}`);
   }
 
-  /** The log channels the recipient turned off for the message's type (unsubscribe, preferences). */
-  channelsOff(message: MessageRow): ReadonlySet<string> {
-    return this.off.get(`${message.account_id}\u0000${message.env_id}\u0000${message.user_id}\u0000${message.notification_id}`) ?? NONE;
+  /**
+   * The log channels off for the message: by the recipient's preferences (sub-notification over
+   * type) and, where they picked nothing, by the type's default delivery option.
+   */
+  channelsOff(message: MessageRow, type: Pick<NotificationType, 'notificationId' | 'options'>): { byUser: ReadonlySet<string>; byDefault: ReadonlySet<string> } {
+    const book = this.preferences.get(envKey(message));
+    return book ? book.channelsOff(message.user_id, type, message.sub_notification_id) : { byUser: NONE, byDefault: NONE };
   }
 
   environment(message: MessageRow): Promise<EnvironmentRow | undefined> {

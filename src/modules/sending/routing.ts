@@ -14,6 +14,7 @@ export type SkipReason =
   | 'NO_SLACK_DESTINATION'
   | 'USER_SUPPRESSED'
   | 'USER_UNSUBSCRIBED'
+  | 'OFF_BY_DEFAULT'
   | 'DISABLED_FOR_ENVIRONMENT'
   | 'CHANNEL_UNAVAILABLE';
 
@@ -32,8 +33,13 @@ export interface RoutingInput {
     slackChannel?: string | null;
     /** Channels the user is suppressed on (e.g. EMAIL after a hard bounce, SMS after STOP). */
     suppressed: ReadonlySet<string>;
-    /** Log channels (email, sms, ...) the user turned off for this notification type (unsubscribe, preferences). */
+    /**
+     * Log channels (email, sms, ...) the user turned off for this notification type or its
+     * sub-notification (preferences, unsubscribe): never overridden, forceChannels included.
+     */
     off?: ReadonlySet<string>;
+    /** Log channels off by the type's defaultDeliveryOption, the user having picked nothing: forceChannels bypasses it. */
+    offByDefault?: ReadonlySet<string>;
   };
   disabledForEnvironment: readonly Channel[];
   /** Channels this server can deliver now (a provider or the local development carrier exists). */
@@ -52,7 +58,8 @@ const contact: Record<SendChannel, (u: RoutingInput['user']) => SkipReason | nul
 
 /**
  * Decides, for every channel, whether this send uses it or why not. Content and reachability
- * choose the channels; forceChannels narrows them and bypasses the type's channel configuration.
+ * choose the channels; forceChannels narrows them and bypasses the type's channel configuration
+ * (its channels and its default delivery option), never the user's own opt-out.
  */
 export function routeChannels(input: RoutingInput): RoutingDecision[] {
   const forced = input.forceChannels?.length ? new Set<string>(input.forceChannels) : null;
@@ -63,11 +70,13 @@ export function routeChannels(input: RoutingInput): RoutingDecision[] {
     if (!forced) {
       if (!input.type.enabled) return skip('NOTIFICATION_DISABLED');
       if (!input.type.channels.includes(channel)) return skip('CHANNEL_NOT_CONFIGURED_FOR_TYPE');
+      if (input.user.offByDefault?.has(logNameOf(channel))) return skip('OFF_BY_DEFAULT');
     }
     const unreachable = contact[channel](input.user);
     if (unreachable) return skip(unreachable);
     if (input.user.suppressed.has(channel)) return skip('USER_SUPPRESSED');
     // forceChannels does not override it: the user asked for none of this type on this channel.
+    // No type is exempt: the interface marks no type as transactional (docs/preferences.md).
     if (input.user.off?.has(logNameOf(channel))) return skip('USER_UNSUBSCRIBED');
     if (input.disabledForEnvironment.includes(channel)) return skip('DISABLED_FOR_ENVIRONMENT');
     if (!input.available.has(channel)) return skip('CHANNEL_UNAVAILABLE');

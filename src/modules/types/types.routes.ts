@@ -2,36 +2,12 @@ import { Type } from '@sinclair/typebox';
 import { ChannelSchema, MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { requireEnv } from '../auth/auth.service.js';
+import { DeduplicationSchema as Deduplication, ThrottlingSchema as Throttling, TypeOptionsSchema as Options } from './delivery-options.js';
 import type { TypesService } from './types.service.js';
 
 /** Notification ids and template ids appear in URL paths: no slash, bounded length. */
 export const PathId = Type.String({ minLength: 1, maxLength: 128, pattern: '^[^/]+$' });
 
-const Deduplication = Type.Object({ duration: Type.Number({ minimum: 0 }) });
-const Throttling = Type.Object({
-  max: Type.Number({ minimum: 0 }),
-  period: Type.Number({ minimum: 0 }),
-  unit: Type.Union(['seconds', 'minutes', 'hours', 'days', 'months', 'years'].map((u) => Type.Literal(u))),
-  forever: Type.Boolean(),
-  scope: Type.Array(Type.Union([Type.Literal('userId'), Type.Literal('notificationId')])),
-});
-const DeliveryOption = Type.Object(
-  { defaultDeliveryOption: Type.Union(['off', 'instant', 'hourly', 'daily', 'weekly', 'monthly'].map((o) => Type.Literal(o))) },
-  { additionalProperties: true },
-);
-// Per-channel delivery options (SDK GetNotificationsResponseInnerOptions), stored as given.
-const Options = Type.Partial(
-  Type.Object({
-    EMAIL: DeliveryOption,
-    INAPP_WEB: DeliveryOption,
-    SMS: DeliveryOption,
-    CALL: DeliveryOption,
-    PUSH: DeliveryOption,
-    WEB_PUSH: DeliveryOption,
-    SLACK: DeliveryOption,
-  }),
-  { additionalProperties: false },
-);
 const Channels = Type.Array(ChannelSchema, { maxItems: 16 });
 // Null first: with coerceTypes, an Integer branch tried first would turn null into 0.
 // The column is a 32-bit integer on PostgreSQL: larger values answered 500 there.

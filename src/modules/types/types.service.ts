@@ -2,6 +2,7 @@ import type { Deps } from '../../deps.js';
 import { AppError, notFound } from '../../errors.js';
 import { CHANNELS, type Channel } from '../../http/schemas.js';
 import type { AnyDb } from '../templates/templates.tables.js';
+import { type TypeOptions, checkTypeSettings } from './delivery-options.js';
 import { type NotificationTypeRow, TypesRepository } from './types.repository.js';
 
 export interface Deduplication {
@@ -25,7 +26,7 @@ export interface NotificationType {
   deduplication?: Deduplication;
   throttling?: Throttling;
   retention?: number;
-  options?: Record<string, unknown>;
+  options?: TypeOptions;
   templates?: { channel: Channel; templateIds: string[] }[];
 }
 
@@ -34,7 +35,7 @@ export interface TypeCreate {
   title: string;
   channels: Channel[];
   enabled?: boolean;
-  options?: Record<string, unknown>;
+  options?: TypeOptions;
   deduplication?: Deduplication | null;
   throttling?: Throttling | null;
   retention?: number | null;
@@ -62,7 +63,7 @@ export function toNotificationType(row: NotificationTypeRow): NotificationType {
     ...(row.deduplication ? { deduplication: JSON.parse(row.deduplication) as Deduplication } : {}),
     ...(row.throttling ? { throttling: JSON.parse(row.throttling) as Throttling } : {}),
     ...(row.retention !== null ? { retention: row.retention } : {}),
-    ...(row.options ? { options: JSON.parse(row.options) as Record<string, unknown> } : {}),
+    ...(row.options ? { options: JSON.parse(row.options) as TypeOptions } : {}),
   };
 }
 
@@ -129,6 +130,7 @@ export class TypesService {
   }
 
   async create(accountId: string, envId: string, body: TypeCreate): Promise<NotificationType> {
+    checkTypeSettings(body);
     const now = this.deps.clock.now().toISOString();
     const created = await this.repo.insertIfMissing({
       env_id: envId,
@@ -156,6 +158,7 @@ export class TypesService {
   }
 
   async update(accountId: string, envId: string, notificationId: string, patch: TypePatch): Promise<NotificationType> {
+    checkTypeSettings(patch);
     await this.get(accountId, envId, notificationId);
     await this.repo.update(accountId, envId, notificationId, {
       ...(patch.title !== undefined ? { title: patch.title } : {}),

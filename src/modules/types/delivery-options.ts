@@ -1,0 +1,143 @@
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { invalid } from '../../errors.js';
+import { StringEnum } from '../../http/schemas.js';
+
+/**
+ * A notification type's delivery settings (the pingram SDK's GetNotificationsResponseInnerOptions
+ * and the in-app client's NotificationConfig): which delivery options a user may pick per channel
+ * and which one applies until they pick. The shape is checked by the route schemas below; the
+ * rules no schema says (what is supported today, a default that is not allowed) by
+ * checkTypeSettings. Values are stored and read back as sent.
+ */
+
+export const DELIVERY_OPTIONS = ['off', 'instant', 'hourly', 'daily', 'weekly', 'monthly'] as const;
+export type DeliveryOption = (typeof DELIVERY_OPTIONS)[number];
+/** The digest options: accepted in a type's settings only switched off until digests are built (issue 13, item 3). */
+export const DIGEST_OPTIONS = ['hourly', 'daily', 'weekly', 'monthly'] as const;
+/** The options a channel can be set to today, by a type's default or a user's preference. */
+export const SUPPORTED_DELIVERY_OPTIONS = ['off', 'instant'] as const;
+export type SupportedDelivery = (typeof SUPPORTED_DELIVERY_OPTIONS)[number];
+
+export const isSupportedDelivery = (value: string): value is SupportedDelivery => (SUPPORTED_DELIVERY_OPTIONS as readonly string[]).includes(value);
+
+/** HH:MM on a 24-hour clock: 00:00 to 23:59. */
+export const HOUR_PATTERN = '^([01][0-9]|2[0-3]):[0-5][0-9]$';
+/** An English weekday name, capitalised (Monday) or lower case (monday). */
+export const WEEKDAY_PATTERN = '^([Mm]onday|[Tt]uesday|[Ww]ednesday|[Tt]hursday|[Ff]riday|[Ss]aturday|[Ss]unday)$';
+
+const Hour = Type.String({ pattern: HOUR_PATTERN, description: "HH:MM, 24-hour clock, in the user's time zone" });
+const Day = Type.String({ pattern: WEEKDAY_PATTERN, description: 'English weekday name: Monday ... Sunday' });
+const strict = <T extends Record<string, TSchema>>(properties: T) => Type.Object(properties, { additionalProperties: false });
+const Toggle = strict({ enabled: Type.Boolean() });
+
+/** Every channel but in-app: off, instant and the digest options. */
+export const ChannelOptionsSchema = strict({
+  defaultDeliveryOption: StringEnum(DELIVERY_OPTIONS),
+  off: Type.Optional(Toggle),
+  instant: Type.Optional(Toggle),
+  hourly: Type.Optional(Toggle),
+  daily: Type.Optional(strict({ enabled: Type.Boolean(), hour: Type.Optional(Hour) })),
+  weekly: Type.Optional(strict({ enabled: Type.Boolean(), hour: Type.Optional(Hour), day: Type.Optional(Day) })),
+  monthly: Type.Optional(strict({ enabled: Type.Boolean(), hour: Type.Optional(Hour), date: Type.Optional(StringEnum(['first', 'last'] as const)) })),
+});
+
+/** In-app: off and instant, instant with optional batching. */
+export const InappOptionsSchema = strict({
+  defaultDeliveryOption: StringEnum(SUPPORTED_DELIVERY_OPTIONS),
+  off: Type.Optional(Toggle),
+  instant: Type.Optional(
+    strict({
+      enabled: Type.Boolean(),
+      batching: Type.Optional(Type.Boolean()),
+      batchingKey: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+      batchingWindow: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'milliseconds' })),
+    }),
+  ),
+});
+
+export const TypeOptionsSchema = Type.Partial(
+  strict({
+    EMAIL: ChannelOptionsSchema,
+    INAPP_WEB: InappOptionsSchema,
+    SMS: ChannelOptionsSchema,
+    CALL: ChannelOptionsSchema,
+    PUSH: ChannelOptionsSchema,
+    WEB_PUSH: ChannelOptionsSchema,
+    SLACK: ChannelOptionsSchema,
+  }),
+  { additionalProperties: false },
+);
+
+export type ChannelOptions = Static<typeof ChannelOptionsSchema>;
+export type InappOptions = Static<typeof InappOptionsSchema>;
+export type TypeOptions = Static<typeof TypeOptionsSchema>;
+export type OptionsChannel = keyof TypeOptions;
+
+export const DeduplicationSchema = strict({ duration: Type.Number({ minimum: 0 }) });
+export const ThrottlingSchema = strict({
+  max: Type.Number({ minimum: 0 }),
+  period: Type.Number({ minimum: 0 }),
+  unit: StringEnum(['seconds', 'minutes', 'hours', 'days', 'months', 'years'] as const),
+  forever: Type.Boolean(),
+  scope: Type.Array(StringEnum(['userId', 'notificationId'] as const), { maxItems: 2, uniqueItems: true }),
+});
+
+/** The settings of a create or a patch that checkTypeSettings looks at. */
+export interface TypeSettings {
+  options?: TypeOptions;
+  deduplication?: unknown;
+  throttling?: unknown;
+  retention?: number | null;
+}
+
+/** A channel's options by option name (the defaultDeliveryOption key aside). */
+const entriesOf = (options: ChannelOptions | InappOptions | undefined) =>
+  (options ?? {}) as unknown as Record<string, { enabled?: boolean; batching?: boolean } | undefined>;
+
+const notYet = (field: string, what: string, fix: string) => invalid(`${field}: ${what} is not supported yet.`, fix);
+
+/**
+ * Refuses what the schema lets through but the server cannot honour (issue 14: never store a
+ * setting and ignore it) and a default the type does not allow:
+ * - a digest option (hourly, daily, weekly, monthly) as the default, or enabled;
+ * - in-app batching switched on;
+ * - deduplication, throttling and retention (clearing them with null is accepted);
+ * - a default option whose own entry says `enabled: false`.
+ */
+export function checkTypeSettings(settings: TypeSettings): void {
+  for (const [channel, options] of Object.entries(settings.options ?? {}) as [OptionsChannel, ChannelOptions | InappOptions | undefined][]) {
+    if (!options) continue;
+    const at = `options.${channel}`;
+    const chosen = options.defaultDeliveryOption;
+    if (!isSupportedDelivery(chosen)) {
+      throw notYet(`${at}.defaultDeliveryOption`, `"${chosen}" (a digest)`, 'Digests are not built yet: use "instant" or "off".');
+    }
+    const entries = entriesOf(options);
+    for (const digest of DIGEST_OPTIONS) {
+      if (entries[digest]?.enabled) {
+        throw notYet(`${at}.${digest}.enabled`, `true (the "${digest}" digest)`, `Digests are not built yet: set ${at}.${digest}.enabled to false or leave ${digest} out.`);
+      }
+    }
+    if (entries[chosen]?.enabled === false) {
+      throw invalid(`${at}.defaultDeliveryOption is "${chosen}", but ${at}.${chosen}.enabled is false.`, `Enable ${at}.${chosen}, or choose another default.`);
+    }
+    if (channel === 'INAPP_WEB' && entries.instant?.batching) {
+      throw notYet(`${at}.instant.batching`, 'true', 'In-app batching is not built yet: set batching to false or leave it out.');
+    }
+  }
+  if (settings.deduplication != null) throw notYet('deduplication', 'deduplication', 'Leave deduplication out (or null): it is not enforced yet.');
+  if (settings.throttling != null) throw notYet('throttling', 'throttling', 'Leave throttling out (or null): it is not enforced yet.');
+  if (settings.retention != null) throw notYet('retention', 'a per-type retention', 'Leave retention out (or null): logs follow the server-wide retention (GET /logs/retention).');
+}
+
+/** The delivery options a user may pick on a channel of a type: off and instant unless the type disabled them. */
+export function pickableDeliveries(options: ChannelOptions | InappOptions | undefined): SupportedDelivery[] {
+  const entries = entriesOf(options);
+  return SUPPORTED_DELIVERY_OPTIONS.filter((option) => entries[option]?.enabled !== false);
+}
+
+/** The option of a channel of a type until the user picks one. */
+export function defaultDelivery(options: ChannelOptions | InappOptions | undefined): SupportedDelivery {
+  const chosen = options?.defaultDeliveryOption;
+  return chosen !== undefined && isSupportedDelivery(chosen) ? chosen : 'instant';
+}
