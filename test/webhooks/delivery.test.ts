@@ -248,6 +248,22 @@ describe.each(STORAGE_KINDS)('webhook retries under a manual clock (%s)', (kind)
     expect(attempts[0].response).toHaveLength(4096);
   });
 
+  it('stops reading a response past 64 KB, keeps its first 4 KB, and goes on delivering', async () => {
+    // 300 KB of two-byte characters: the first 4096 bytes are 2048 whole ones.
+    receiver.answer({ status: 200, body: 'é'.repeat(150_000) }, { status: 200, body: 'ok' });
+    await transition(t, 'email', 'failed');
+    expect(await service.worker.runOnce()).toBe(1);
+    await transition(t, 'email', 'failed');
+    expect(await service.worker.runOnce()).toBe(1);
+    const { attempts } = await service.attempts(scope(), endpointId, {});
+    expect(attempts.map((a) => [a.success, a.statusCode])).toEqual([
+      [true, 200],
+      [true, 200],
+    ]);
+    expect(attempts[1].response).toBe('é'.repeat(2048));
+    expect(attempts[0].response).toBe('ok');
+  });
+
   it('disables an endpoint that answers 410, and shows why', async () => {
     receiver.answer({ status: 410 });
     await transition(t, 'email', 'failed');

@@ -35,6 +35,13 @@ interface Outcome {
   result: PostResult;
 }
 
+/** A committed claim: its lease and the deliveries this worker posts; `more` when it filled the room (more may be due). */
+interface Taken {
+  lease: string;
+  claims: ClaimedDelivery[];
+  more: boolean;
+}
+
 interface EndpointHealth {
   success: boolean;
   failedAt: string | null;
@@ -189,34 +196,60 @@ export class WebhookWorker {
     try {
       do {
         this.claimAgain = false;
-        while (!this.stopped && this.active < this.options.concurrency) {
-          const free = this.options.concurrency - this.active;
-          // While most slots are busy, wait for more to free: one claim per few deliveries, not per delivery.
-          if (this.active > 0 && free < Math.max(1, Math.floor(this.options.concurrency / 4))) break;
-          const full = [...this.inflight].filter(([, n]) => n >= this.options.perEndpoint).map(([id]) => id);
-          const now = this.deps.clock.now();
-          const lease = randomUUID();
-          const claimed = await this.repo.claimDue(now.toISOString(), free, full, lease, new Date(now.getTime() + this.options.leaseMs).toISOString());
-          if (claimed.length === 0) break;
-          const over: string[] = [];
-          for (const claim of claimed) {
-            const n = this.inflight.get(claim.endpoint_id) ?? 0;
-            if (n >= this.options.perEndpoint) {
-              over.push(claim.id);
-              continue;
-            }
-            this.inflight.set(claim.endpoint_id, n + 1);
-            this.active++;
-            this.attemptsMade++;
-            this.launch(claim, lease);
-          }
-          // More of one endpoint than it may have in flight: back to due, not attempted.
-          if (over.length > 0) await this.repo.release(over, lease, now.toISOString());
-          if (claimed.length < free) break;
+        while (this.room() > 0) {
+          const taken = await this.repo.transaction((repo) => this.claimIn(repo));
+          this.launchAll(taken);
+          if (!taken.more) break;
         }
       } while (this.claimAgain && !this.stopped);
     } finally {
       this.claiming = false;
+    }
+  }
+
+  /** Free slots worth a claim now: none while most are busy (one claim per few deliveries, not per delivery). */
+  private room(): number {
+    if (this.stopped) return 0;
+    const free = this.options.concurrency - this.active;
+    if (free <= 0 || (this.active > 0 && free < Math.max(1, Math.floor(this.options.concurrency / 4)))) return 0;
+    return free;
+  }
+
+  /**
+   * In the caller's transaction (with the claiming flag held): claims up to room() due
+   * deliveries and gives back those over their endpoint's limit. Nothing is reserved here:
+   * launchAll() takes the slots once the claim is committed (a rolled-back claim holds none).
+   */
+  private async claimIn(repo: WebhooksRepository): Promise<Taken> {
+    const free = this.room();
+    if (free === 0) return { lease: '', claims: [], more: false };
+    const full = [...this.inflight].filter(([, n]) => n >= this.options.perEndpoint).map(([id]) => id);
+    const now = this.deps.clock.now();
+    const lease = randomUUID();
+    const claimed = await repo.claimDue(now.toISOString(), free, full, lease, new Date(now.getTime() + this.options.leaseMs).toISOString());
+    const claims: ClaimedDelivery[] = [];
+    const over: string[] = [];
+    const taking = new Map<string, number>();
+    for (const claim of claimed) {
+      const n = (this.inflight.get(claim.endpoint_id) ?? 0) + (taking.get(claim.endpoint_id) ?? 0);
+      if (n >= this.options.perEndpoint) over.push(claim.id);
+      else {
+        taking.set(claim.endpoint_id, (taking.get(claim.endpoint_id) ?? 0) + 1);
+        claims.push(claim);
+      }
+    }
+    // More of one endpoint than it may have in flight: back to due, not attempted.
+    if (over.length > 0) await repo.release(over, lease, now.toISOString());
+    return { lease, claims, more: claimed.length > 0 && claimed.length === free };
+  }
+
+  /** Takes the slots of a committed claim and posts its deliveries. */
+  private launchAll(taken: Taken): void {
+    for (const claim of taken.claims) {
+      this.inflight.set(claim.endpoint_id, (this.inflight.get(claim.endpoint_id) ?? 0) + 1);
+      this.active++;
+      this.attemptsMade++;
+      this.launch(claim, taken.lease);
     }
   }
 
@@ -276,21 +309,40 @@ export class WebhookWorker {
     );
   }
 
-  /** Records the outcomes gathered so far, then claims more. */
+  /**
+   * Records the outcomes gathered so far and, in the same transaction, claims deliveries for the
+   * slots they freed: one transaction and one commit per cycle instead of two (a commit writes
+   * every page the cycle dirtied, and the record and the claim dirty the same delivery pages).
+   */
   async flush(): Promise<void> {
     const batch = this.outcomes;
     if (batch.length === 0) return;
     this.outcomes = [];
+    const claimToo = this.running && !this.claiming;
+    if (claimToo) this.claiming = true;
+    let taken: Taken | null = null;
     try {
-      await this.record(batch);
+      taken = await this.repo.transaction(async (repo) => {
+        await this.record(repo, batch);
+        return claimToo ? this.claimIn(repo) : null;
+      });
     } catch (err) {
-      // Their leases run out and they are attempted again (at-least-once).
       this.deps.logger.error({ err, outcomes: batch.length }, 'webhooks: recording attempts failed');
+      if (claimToo) {
+        // The claim may be what failed: record alone, so that no attempt goes unrecorded for it.
+        await this.repo.transaction((repo) => this.record(repo, batch)).catch((again: unknown) => {
+          // Their leases run out and they are attempted again (at-least-once).
+          this.deps.logger.error({ err: again, outcomes: batch.length }, 'webhooks: recording attempts failed');
+        });
+      }
+    } finally {
+      if (claimToo) this.claiming = false;
     }
-    if (this.running) void this.claim();
+    if (taken) this.launchAll(taken);
+    if (this.running && (!claimToo || !taken || taken.more || this.claimAgain)) void this.claim();
   }
 
-  private async record(batch: Outcome[]): Promise<void> {
+  private async record(repo: WebhooksRepository, batch: Outcome[]): Promise<void> {
     const attempts: WebhookAttemptsTable[] = [];
     const health = new Map<string, EndpointHealth>();
     /** Successes by claim: one UPDATE per claim (the lease fences a claim that ran out). */
@@ -348,12 +400,10 @@ export class WebhookWorker {
       // An endpoint that was fine and still is needs no write.
       if (!success || claim.failing_since !== null) healthNeeded = true;
     }
-    await this.repo.transaction(async (repo) => {
-      await repo.insertAttempts(attempts);
-      for (const [lease, group] of succeeded) await repo.markSucceeded(group.ids, lease, group.at);
-      for (const s of settles) await repo.settleDelivery(s.id, s.lease, s.patch);
-      if (healthNeeded) await this.updateHealth(repo, health);
-    });
+    await repo.insertAttempts(attempts);
+    for (const [lease, group] of succeeded) await repo.markSucceeded(group.ids, lease, group.at);
+    for (const s of settles) await repo.settleDelivery(s.id, s.lease, s.patch);
+    if (healthNeeded) await this.updateHealth(repo, health);
   }
 
   /**
