@@ -127,7 +127,7 @@ export function buildServices(deps: Deps): Services {
     slackSettings: new SlackSettingsService(deps),
     emailSettings: new EmailSettingsService(deps, repositories.emailSettings),
     numbers,
-    telephonyCallbacks: new TelephonyCallbacks(deps, users, repositories.telephony),
+    telephonyCallbacks: new TelephonyCallbacks(deps, users, webhooks.outbox, repositories.telephony),
     sending: new SendingService(deps, deps.queue),
     logs: new LogsService(deps, deps.queue),
     webhooks,
