@@ -108,6 +108,7 @@ export function buildServices(deps: Deps): Services {
   const users = new UsersService(deps);
   const webhooks = new WebhooksService(deps);
   const addressesRepo = new AddressesRepository(deps.db);
+  const engagement = new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox);
   return {
     repositories,
     renderer,
@@ -131,9 +132,9 @@ export function buildServices(deps: Deps): Services {
     sending: new SendingService(deps, deps.queue),
     logs: new LogsService(deps, deps.queue),
     webhooks,
-    engagement: new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox),
+    engagement,
     addresses: new AddressesService(deps, addressesRepo),
-    inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox),
+    inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox, engagement),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),
     devCarrier: telephonyEndpoint(deps)?.dev ? new DevCarrier(deps, numbers, repositories.telephony) : null,
   };

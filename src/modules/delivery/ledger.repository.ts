@@ -143,6 +143,11 @@ export class LedgerRepository {
   async deliveryForEngagementForUpdate(deliveryId: string): Promise<EngagedDelivery | undefined> {
     const row = await this.deliveryExtraForUpdate(deliveryId);
     if (!row) return undefined;
+    return this.engagedDelivery(deliveryId);
+  }
+
+  /** A delivery with its message's user and notification type (read only). */
+  engagedDelivery(deliveryId: string): Promise<EngagedDelivery | undefined> {
     return this.db
       .selectFrom('deliveries as d')
       .innerJoin('messages as m', 'm.tracking_id', 'd.tracking_id')
