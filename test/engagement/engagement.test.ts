@@ -225,6 +225,8 @@ describe.each(STORAGE_KINDS)('email engagement: tracking and one-click unsubscri
     expect((await log(await send({ user: 'leaver', type: 'order_shipped' }))).email_routing).toBe('SEND');
     expect((await log(await send({ user: 'stayer', type: 'weekly_digest' }))).email_routing).toBe('SEND');
 
+    // The email it came from logs it (the first unsubscribe only).
+    expect(await log(first)).toMatchObject({ email_unsubscribed_at: expect.any(String), email_unsubscribed_method: 'one-click' });
     const events = await eventually(() => eventsOf('EMAIL_UNSUBSCRIBE', first).length >= 1 && eventsOf('EMAIL_UNSUBSCRIBE', first), 10_000, 'EMAIL_UNSUBSCRIBE');
     expect(events[0]).toMatchObject({ eventType: 'EMAIL_UNSUBSCRIBE', channel: 'EMAIL', userId: 'leaver', notificationId: 'weekly_digest', trackingId: first, details: { method: 'one-click', ip: '127.0.0.1' } });
     // The repeated POST made no second event (events are written in the unsubscribe's transaction).

@@ -78,6 +78,8 @@ describe.each(STORAGE_KINDS)('List-Unsubscribe mailto through the inbound SMTP s
     const prefs = await new PreferencesRepository(t.deps.db).ofUser(t.account.accountId, t.account.clientId, 'mailer');
     expect(prefs.map((p) => [p.notification_id, p.channel, p.delivery, p.source])).toEqual([['weekly_digest', 'email', 'off', 'unsubscribe']]);
 
+    const logged = (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs[0];
+    expect(logged).toMatchObject({ email_unsubscribed_method: 'mail', email_unsubscribed_at: expect.any(String) });
     const later = await send('mailer');
     expect(later.record).toMatchObject({ email_routing: 'SKIP', email_routing_reason: 'USER_UNSUBSCRIBED' });
     expect((await send('mailer', 'order_shipped')).record.email_routing).toBe('SEND');

@@ -325,6 +325,12 @@ export class LedgerSession {
     return true;
   }
 
+  /** mergeDeliveryDetails for a message's delivery on `channel` in `envId` (an unsubscribe on its email's log). */
+  async mergeChannelDetails(trackingId: string, envId: string, channel: string, fields: Record<string, unknown>, at: string): Promise<boolean> {
+    const deliveryId = await this.repo.deliveryIdOf(trackingId, envId, channel);
+    return deliveryId ? this.mergeDeliveryDetails(deliveryId, fields, at) : false;
+  }
+
   /**
    * Records an engagement with a sent email (an open or a click) in its log fields, without a
    * transition: the first one's fields (`email_opened_at`, `_user_agent`, `_ip`; for clicks also

@@ -146,6 +146,12 @@ export class LedgerRepository {
     return this.engagedDelivery(deliveryId);
   }
 
+  /** The id of a message's delivery on `channel` inside environment `envId`. */
+  async deliveryIdOf(trackingId: string, envId: string, channel: string): Promise<string | undefined> {
+    const row = await this.db.selectFrom('deliveries').select('id').where('tracking_id', '=', trackingId).where('env_id', '=', envId).where('channel', '=', channel).executeTakeFirst();
+    return row?.id;
+  }
+
   /** A delivery with its message's user and notification type (read only). */
   engagedDelivery(deliveryId: string): Promise<EngagedDelivery | undefined> {
     return this.db

@@ -223,7 +223,8 @@ export class EngagementService {
     const env = await new EnvironmentsRepository(this.deps.db).find(token.accountId, token.envId);
     if (!env) return false;
     const at = this.deps.clock.now().toISOString();
-    await this.deps.db.transaction().execute(async (trx) => {
+    await this.deps.ledger.transaction(async (tx) => {
+      const trx = tx.db;
       const prefs = new PreferencesRepository(trx);
       const existing = (await prefs.ofUser(token.accountId, token.envId, token.userId)).find((p) => p.notification_id === token.notificationId && p.channel === 'email');
       if (existing?.delivery === 'off') return;
@@ -238,6 +239,8 @@ export class EngagementService {
         created_at: existing?.created_at ?? at,
         updated_at: at,
       });
+      // On the log of the email it came from, while that log is kept (the ledger writes it).
+      await tx.mergeChannelDetails(token.trackingId, token.envId, 'email', { email_unsubscribed_at: at, email_unsubscribed_method: method }, at);
       await this.outbox.emit(trx, [
         {
           accountId: token.accountId,
