@@ -102,9 +102,8 @@ describe.each(STORAGE_KINDS)('an email end to end: open, click, unsubscribe, rep
     const { https } = unsubscribeUrls(mail);
     expect(https).toMatch(/^https:\/\/clarion\.example\/unsubscribe\//);
     const messageId = mail.parsed.messageId!;
-    // Opens and clicks count on mail the ledger has recorded sent: the peer had it a moment before.
-    await eventually(async () => (await log(trackingId))?.email_sent_at !== undefined, 15_000, 'email_sent_at');
-
+    // Opened at once, as a mail client that loads images on arrival does: possibly before the
+    // worker has committed `sent` (the peer has the mail as soon as it answered 250); it counts.
     clock.set(new Date(at(1)));
     const opened = await fetch(pixel, { headers: { 'user-agent': 'E2E-Mail/1.0' } });
     expect(opened.status).toBe(200);
@@ -150,7 +149,6 @@ describe.each(STORAGE_KINDS)('an email end to end: open, click, unsubscribe, rep
 
     expect(await log(trackingId)).toMatchObject({
       email_routing: 'SEND',
-      email_sent_at: sentAt.toISOString(),
       email_sent_message_id: messageId,
       email_opened_at: at(1),
       email_opened_user_agent: 'E2E-Mail/1.0',
@@ -170,6 +168,9 @@ describe.each(STORAGE_KINDS)('an email end to end: open, click, unsubscribe, rep
       email_inbound_body_text: 'Thank you!\n',
       email_inbound_resolution_type: 'in_reply_to',
     });
+
+    // Sent when the worker read the clock after the peer's 250: at(0), or later if the reader was quicker.
+    expect([0, 1, 2, 3, 4].map(at)).toContain((await log(trackingId))?.email_sent_at);
 
     // The unsubscribe holds: the next email of the type is not sent.
     const next = await call('POST', '/send', { type: 'order_shipped', to: { id: 'ada' }, email: { subject: 'Another', html: '<p>Hi</p>' } });

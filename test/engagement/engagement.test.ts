@@ -46,7 +46,7 @@ describe.each(STORAGE_KINDS)('email engagement: tracking and one-click unsubscri
   const mailFor = (count: number) => smtp.waitFor(count).then((all) => all[count - 1]);
   /**
    * The mail of a send once its delivery is recorded sent: the peer has the mail as soon as it
-   * answered 250, a moment before the ledger commits that (opens and clicks count on sent mail).
+   * answered 250, a moment before the ledger commits that (the log read below waits for it).
    */
   const sentMail = async (count: number, trackingId: string, auth = t.auth) => {
     const mail = await mailFor(count);
