@@ -118,6 +118,7 @@ export function buildServices(deps: Deps): Services {
   const addressesRepo = new AddressesRepository(deps.db);
   const domains = new DomainsService(deps, new DomainsRepository(deps.db), new DnsRecordChecker({ server: deps.config.dnsServer }));
   const preferences = new PreferencesService(deps, webhooks.outbox);
+  const engagement = new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox, preferences);
   return {
     repositories,
     renderer,
@@ -137,15 +138,15 @@ export function buildServices(deps: Deps): Services {
     slackSettings: new SlackSettingsService(deps),
     emailSettings: new EmailSettingsService(deps, repositories.emailSettings),
     numbers,
-    telephonyCallbacks: new TelephonyCallbacks(deps, users, repositories.telephony),
+    telephonyCallbacks: new TelephonyCallbacks(deps, users, webhooks.outbox, repositories.telephony),
     sending: new SendingService(deps, deps.queue, domains),
     logs: new LogsService(deps, deps.queue),
     webhooks,
     preferences,
-    engagement: new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox, preferences),
+    engagement,
     domains,
     addresses: new AddressesService(deps, addressesRepo, domains),
-    inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox),
+    inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox, engagement),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),
     devCarrier: telephonyEndpoint(deps)?.dev ? new DevCarrier(deps, numbers, repositories.telephony) : null,
   };

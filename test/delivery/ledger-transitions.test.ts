@@ -146,7 +146,7 @@ describe.each(STORAGE_KINDS)('a late carrier failure through the telephony callb
 
   it('keeps the log delivered when "undelivered" arrives after "delivered"', async () => {
     const { ledger, lines } = capturingLedger(t.storage, t.deps.clock);
-    const callbacks = new TelephonyCallbacks({ ...t.deps, ledger }, t.services.users);
+    const callbacks = new TelephonyCallbacks({ ...t.deps, ledger }, t.services.users, t.services.webhooks.outbox);
     const message = messageRow({ tracking_id: 'cb-late', account_id: t.account.accountId, env_id: t.account.clientId, state: 'processed', processed_at: AT });
     await seed(t.deps.db, [message], [deliveryRow(message, { id: 'cb-late-sms', channel: 'sms', status: 'sent', sent_at: AT, provider_message_id: 'SMcb' })]);
     const log = async () => (await t.app.inject({ method: 'GET', url: `/logs/${message.tracking_id}`, headers: t.auth })).json().logs[0];

@@ -1,5 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { verify as pingramVerify } from 'pingram/webhooks';
+import { Webhook } from 'standardwebhooks';
 
 /** What the receiver answers to one request. */
 export type ReceiverAction =
@@ -64,4 +66,16 @@ export class WebhookReceiver {
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
+}
+
+/**
+ * Verifies a received delivery as its consumers would: with `verify` of pingram/webhooks over
+ * the X-Service-* headers and with standardwebhooks over the webhook-* headers. Each throws when
+ * the signature does not match `secret` (or is outside the tolerance, in seconds).
+ */
+export function verifySignatures(req: ReceivedRequest, secret: string, tolerance?: number) {
+  const h = req.headers as Record<string, string>;
+  const viaPingram = pingramVerify({ payload: req.body, headers: { id: h['x-service-id'], signature: h['x-service-signature'], timestamp: h['x-service-timestamp'] }, secret, ...(tolerance ? { tolerance } : {}) });
+  const viaStandard = new Webhook(secret).verify(req.body, { 'webhook-id': h['webhook-id'], 'webhook-timestamp': h['webhook-timestamp'], 'webhook-signature': h['webhook-signature'] });
+  return { viaPingram, viaStandard };
 }

@@ -29,6 +29,30 @@ describe('engagement tokens', () => {
     expect(new EngagementTokens(randomBytes(32)).verify(token, 'open')).toBeNull();
     for (const junk of ['', '.', 'abc', 'a.b', `${token}.x`, '%%%.%%%']) expect(tokens.verify(junk, 'open')).toBeNull();
   });
+
+  it('mailto tokens: 42 lower-case base32 characters, any case accepted, any change refused, no other kind', () => {
+    const id = '0193a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b';
+    const token = tokens.mailToken(id)!;
+    expect(token).toMatch(/^[a-z2-7]{42}$/);
+    expect(`unsubscribe+${token}`.length).toBeLessThanOrEqual(64);
+    expect(tokens.verifyMailToken(token)).toBe(id);
+    expect(tokens.verifyMailToken(token.toUpperCase())).toBe(id);
+    expect(tokens.mailToken(id.toUpperCase())).toBe(token);
+    for (let i = 0; i < token.length; i++) {
+      for (const c of ['a', 'b', '7']) {
+        if (c === token[i]) continue;
+        expect(tokens.verifyMailToken(token.slice(0, i) + c + token.slice(i + 1)), `position ${i} -> ${c}`).toBeNull();
+      }
+    }
+    expect(new EngagementTokens(randomBytes(32)).verifyMailToken(token)).toBeNull();
+    for (const junk of ['', token.slice(1), `${token}a`, `${token.slice(0, -1)}1`]) expect(tokens.verifyMailToken(junk)).toBeNull();
+    // Not a delivery id the other tokens can carry, and neither kind passes as the other.
+    expect(tokens.mailToken('delivery-1')).toBeNull();
+    expect(tokens.verify(token, 'unsubscribe')).toBeNull();
+    const unsub = tokens.sign({ kind: 'unsubscribe', accountId: 'acc', envId: 'env', userId: 'u', notificationId: 'n', trackingId: 't' });
+    expect(tokens.verifyMailToken(unsub)).toBeNull();
+    expect(tokens.verifyMailToken(unsub.slice(0, 42))).toBeNull();
+  });
 });
 
 describe('applyTracking', () => {

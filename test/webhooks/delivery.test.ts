@@ -1,7 +1,6 @@
 // Webhook delivery into a scripted loopback receiver: every ledger event type arrives, signed so
 // that pingram/webhooks and standardwebhooks verify it; retries follow the schedule under a
 // manual clock and keep their id; Retry-After, 410, redirects, hangs; attempts, replay, recovery.
-import { verify as pingramVerify } from 'pingram/webhooks';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RETRY_DELAYS_MS } from '../../src/modules/webhooks/schedule.js';
@@ -9,17 +8,10 @@ import { WebhooksService } from '../../src/modules/webhooks/webhooks.service.js'
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
-import { type ReceivedRequest, WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { WebhookReceiver, verifySignatures } from '../helpers/webhook-receiver.js';
 import { transition } from './webhook-fixtures.js';
 
 const LEDGER_EVENTS = ['EMAIL_DELIVERED', 'EMAIL_FAILED', 'SMS_DELIVERED', 'SMS_FAILED', 'PUSH_FAILED', 'CALL_FAILED', 'WEB_PUSH_FAILED', 'SLACK_FAILED', 'INAPP_WEB_FAILED'];
-
-function verifyBoth(req: ReceivedRequest, secret: string, tolerance?: number) {
-  const h = req.headers as Record<string, string>;
-  const viaPingram = pingramVerify({ payload: req.body, headers: { id: h['x-service-id'], signature: h['x-service-signature'], timestamp: h['x-service-timestamp'] }, secret, ...(tolerance ? { tolerance } : {}) });
-  const viaStandard = new Webhook(secret).verify(req.body, { 'webhook-id': h['webhook-id'], 'webhook-timestamp': h['webhook-timestamp'], 'webhook-signature': h['webhook-signature'] });
-  return { viaPingram, viaStandard };
-}
 
 describe.each(STORAGE_KINDS)('webhook delivery, real clock (%s)', (kind) => {
   let t: TestContext;
@@ -73,7 +65,7 @@ describe.each(STORAGE_KINDS)('webhook delivery, real clock (%s)', (kind) => {
     const byType = new Map<string, Record<string, unknown>>();
     for (const req of got) {
       expect(req.headers['content-type']).toBe('application/json');
-      const { viaPingram, viaStandard } = verifyBoth(req, endpoint.secret);
+      const { viaPingram, viaStandard } = verifySignatures(req, endpoint.secret);
       expect(viaStandard).toEqual(viaPingram);
       const payload = viaPingram as unknown as Record<string, unknown>;
       expect(payload.id).toBe(req.headers['x-service-id']);
@@ -94,8 +86,8 @@ describe.each(STORAGE_KINDS)('webhook delivery, real clock (%s)', (kind) => {
     expect(byType.get('SMS_INBOUND')).toMatchObject({ channel: 'SMS', trackingId: 'trk-in', details: { from: '+15550001111', text: 'hello' } });
     // A tampered body or another secret fails both verifiers.
     const one = got[0];
-    expect(() => verifyBoth({ ...one, body: one.body.replace('"trackingId"', '"trackingID"') }, endpoint.secret)).toThrow();
-    expect(() => verifyBoth(one, unsubscribed.secret)).toThrow();
+    expect(() => verifySignatures({ ...one, body: one.body.replace('"trackingId"', '"trackingID"') }, endpoint.secret)).toThrow();
+    expect(() => verifySignatures(one, unsubscribed.secret)).toThrow();
     // The endpoint subscribed to nothing that happened got nothing; attempts were stored.
     // Recorded just after the receiver answered.
     const attempts = await eventually(async () => {
@@ -117,8 +109,8 @@ describe.each(STORAGE_KINDS)('webhook delivery, real clock (%s)', (kind) => {
     // Standard Webhooks: either secret verifies. pingram: the new one.
     expect(new Webhook(endpoint.secret).verify(req.body, req.headers as Record<string, string>)).toBeTruthy();
     expect(new Webhook(rotated.secret).verify(req.body, req.headers as Record<string, string>)).toBeTruthy();
-    expect(verifyBoth(req, rotated.secret).viaPingram).toBeTruthy();
-    expect(() => verifyBoth(req, endpoint.secret)).toThrow();
+    expect(verifySignatures(req, rotated.secret).viaPingram).toBeTruthy();
+    expect(() => verifySignatures(req, endpoint.secret)).toThrow();
     await t.app.inject({ method: 'DELETE', url: `/webhooks/${endpoint.id}`, headers: t.auth });
   });
 

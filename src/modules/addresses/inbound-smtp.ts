@@ -1,8 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { SMTPServer } from 'smtp-server';
-import type { EmailAddressRow } from './addresses.tables.js';
-import { InboundRefusal, type InboundMailService } from './inbound.service.js';
+import { type InboundMailService, type InboundRecipient, InboundRefusal } from './inbound.service.js';
 
 export interface InboundSmtpOptions {
   /** 0: an ephemeral port (tests). */
@@ -22,8 +21,8 @@ const smtpError = (responseCode: number, message: string) => Object.assign(new E
 
 /**
  * The inbound SMTP server (package smtp-server): plain SMTP on CLARION_INBOUND_SMTP_PORT, as the
- * last hop after an MX or a relay. RCPT TO is answered from the account addresses (550 for any
- * other); SIZE is advertised and a larger message is refused with 552, at MAIL FROM when the
+ * last hop after an MX or a relay. RCPT TO is answered from the account addresses and the
+ * List-Unsubscribe mailto addresses of sent mail (550 for any other, a tampered token included); SIZE is advertised and a larger message is refused with 552, at MAIL FROM when the
  * client declares it and after DATA otherwise; a malformed message gets 550 5.6.0; a storage
  * error 451 (the sender retries). No AUTH, no STARTTLS: it accepts mail for its own addresses
  * only, so it relays nothing.
@@ -69,19 +68,20 @@ export class InboundSmtpServer {
             callback(smtpError(552, `5.3.4 Message exceeds the size limit of ${options.maxBytes} bytes`));
             return;
           }
-          void this.deliver(Buffer.concat(chunks), session.envelope.rcptTo.map((r) => r.address)).then(() => callback(), (err: Error) => callback(err));
+          const client = session.remoteAddress ? { ip: session.remoteAddress } : {};
+          void this.deliver(Buffer.concat(chunks), session.envelope.rcptTo.map((r) => r.address), client).then(() => callback(), (err: Error) => callback(err));
         });
       },
     });
     this.server.on('error', (err) => this.logger.warn({ err }, 'inbound SMTP connection error'));
   }
 
-  private async deliver(raw: Buffer, addresses: string[]): Promise<void> {
+  private async deliver(raw: Buffer, addresses: string[], client: { ip?: string }): Promise<void> {
     // Looked up again: an address deleted since RCPT gets nothing.
-    const recipients = (await Promise.all(addresses.map((a) => this.inbound.findRecipient(a)))).filter((r): r is EmailAddressRow => !!r);
+    const recipients = (await Promise.all(addresses.map((a) => this.inbound.findRecipient(a)))).filter((r): r is InboundRecipient => !!r);
     if (recipients.length === 0) throw smtpError(550, '5.1.1 None of the recipients is an inbound address any more');
     try {
-      await this.inbound.receive(raw, recipients);
+      await this.inbound.receive(raw, recipients, client);
     } catch (err) {
       if (err instanceof InboundRefusal) throw smtpError(err.responseCode, err.message);
       this.logger.error({ err }, 'inbound SMTP: could not record a message');

@@ -2,6 +2,8 @@ import { type AddressObject, type ParsedMail, simpleParser } from 'mailparser';
 import type { Deps } from '../../deps.js';
 import { invalid } from '../../errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
+import type { EngagementClient, EngagementService } from '../engagement/engagement.service.js';
+import type { UnsubscribeToken } from '../engagement/tokens.js';
 import type { NewWebhookEvent, WebhookOutbox } from '../webhooks/outbox.js';
 import { AddressesRepository, type RepliedDelivery } from './addresses.repository.js';
 import type { EmailAddressRow, InboundEmailRow } from './addresses.tables.js';
@@ -26,6 +28,15 @@ export interface AttachmentMeta {
   size: number;
 }
 
+/**
+ * A recipient the inbound SMTP server accepts: an inbound address of an account, or a
+ * List-Unsubscribe mailto address (`unsubscribe+<token>@CLARION_INBOUND_DOMAIN`) of a sent email.
+ */
+export type InboundRecipient = { kind: 'address'; row: EmailAddressRow } | { kind: 'unsubscribe'; address: string; target: UnsubscribeToken };
+
+/** What the inbound server needs of email engagement: the mailto unsubscribe. */
+export type MailUnsubscribes = Pick<EngagementService, 'mailUnsubscribeTarget' | 'unsubscribeByMail'>;
+
 /** One inbound message as the API lists it. */
 export interface InboundEmailView {
   id: string;
@@ -46,13 +57,16 @@ const cap = (text: string | undefined) => (text === undefined ? undefined : text
  * against the Message-ID Clarion gave the delivery: `<deliveryId@clarion>`, stored as the
  * delivery's provider_message_id), and recorded in one transaction: the `email_inbound_*` fields
  * merged into that delivery's log through the ledger, one `inbound_emails` row per receiving
- * address (replies and new mail alike), and EMAIL_INBOUND through the webhook outbox.
+ * address (replies and new mail alike), and EMAIL_INBOUND through the webhook outbox. Mail to a
+ * List-Unsubscribe mailto address is not kept: it unsubscribes (EngagementService, the same path
+ * as the one-click POST).
  */
 export class InboundMailService {
   constructor(
     private readonly deps: Pick<Deps, 'db' | 'clock' | 'ids' | 'ledger' | 'logger'>,
     private readonly repo: AddressesRepository,
     private readonly outbox: WebhookOutbox,
+    private readonly unsubscribes: MailUnsubscribes,
   ) {}
 
   /** An environment's inbound mail, newest first; `cursor` is the previous page's nextCursor. */
@@ -73,16 +87,20 @@ export class InboundMailService {
     return row ? inboundView(row) : undefined;
   }
 
-  /** The address a recipient names, or undefined (refused at RCPT). */
-  findRecipient(address: string): Promise<EmailAddressRow | undefined> {
-    return this.repo.findAddress(address.trim().toLowerCase());
+  /** What a recipient names, or undefined (refused at RCPT). */
+  async findRecipient(address: string): Promise<InboundRecipient | undefined> {
+    const row = await this.repo.findAddress(address.trim().toLowerCase());
+    if (row) return { kind: 'address', row };
+    const target = await this.unsubscribes.mailUnsubscribeTarget(address);
+    return target ? { kind: 'unsubscribe', address, target } : undefined;
   }
 
   /**
-   * Parses and records a message for the addresses it was accepted for; throws InboundRefusal
-   * when it is malformed. Returns the inbound records made.
+   * Parses a message and, for the recipients it was accepted for, records it (inbound addresses)
+   * or unsubscribes (mailto addresses); throws InboundRefusal when it is malformed. `client`: the
+   * sending server, as the unsubscribe records it. Returns the inbound records made.
    */
-  async receive(raw: Buffer, recipients: EmailAddressRow[]): Promise<InboundEmailRow[]> {
+  async receive(raw: Buffer, recipients: InboundRecipient[], client: EngagementClient = {}): Promise<InboundEmailRow[]> {
     let parsed: ParsedMail;
     try {
       parsed = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
@@ -94,6 +112,10 @@ export class InboundMailService {
     if (parsed.headerLines.length === 0) throw new InboundRefusal(550, '5.6.0 Malformed message: no header section (RFC 5322)');
     const from = addressesOf(parsed.from).find((a) => a.address);
     if (!from?.address) throw new InboundRefusal(550, '5.6.0 Malformed message: no From address (RFC 5322 3.6.2)');
+
+    for (const r of recipients) if (r.kind === 'unsubscribe') await this.unsubscribes.unsubscribeByMail(r.target, client);
+    const addresses = recipients.flatMap((r) => (r.kind === 'address' ? [r.row] : []));
+    if (addresses.length === 0) return [];
 
     const now = this.deps.clock.now().toISOString();
     const references = (Array.isArray(parsed.references) ? parsed.references : parsed.references ? parsed.references.split(/\s+/) : []).filter(Boolean);
@@ -125,7 +147,7 @@ export class InboundMailService {
       const repo = AddressesRepository.over(tx.db);
       const rows: InboundEmailRow[] = [];
       const events: NewWebhookEvent[] = [];
-      for (const address of recipients) {
+      for (const address of addresses) {
         const scope = { accountId: address.account_id, envId: address.env_id };
         const candidates = await repo.repliedDeliveries(scope, named);
         const replied = pickReplied(candidates, named);

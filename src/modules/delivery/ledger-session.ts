@@ -53,6 +53,9 @@ export interface DeliveryFailure {
   extra?: Record<string, unknown>;
 }
 
+/** Delivery statuses an open or a click is recorded on: sent, or still pending (its `sent` not committed yet). */
+const ENGAGEABLE = new Set(['pending', 'sent', 'delivered']);
+
 /** An open or a click of a sent email, as recordEngagement merges it into the log. */
 export type Engagement =
   | { kind: 'open'; at: string; userAgent?: string; ip?: string }
@@ -325,16 +328,25 @@ export class LedgerSession {
     return true;
   }
 
+  /** mergeDeliveryDetails for a message's delivery on `channel` in `envId` (an unsubscribe on its email's log). */
+  async mergeChannelDetails(trackingId: string, envId: string, channel: string, fields: Record<string, unknown>, at: string): Promise<boolean> {
+    const deliveryId = await this.repo.deliveryIdOf(trackingId, envId, channel);
+    return deliveryId ? this.mergeDeliveryDetails(deliveryId, fields, at) : false;
+  }
+
   /**
    * Records an engagement with a sent email (an open or a click) in its log fields, without a
    * transition: the first one's fields (`email_opened_at`, `_user_agent`, `_ip`; for clicks also
    * `_link`, `_link_tags`) are kept, and every one, the first included, sets `<prefix>_last_at`
    * (clicks: `email_clicked_last_link`) and counts in `<prefix>_count`. Returns the delivery, or
-   * undefined when there is none in `envId` on channel email that was sent.
+   * undefined when there is none in `envId` on channel email that was sent or is being sent.
+   * A pending delivery counts: the receiving server has the mail (its reader has the token) a
+   * moment before the worker commits `sent`, and that commit merges its fields into these
+   * (LedgerRepository.mergedExtra) instead of replacing them.
    */
   async recordEngagement(deliveryId: string, envId: string, engagement: Engagement): Promise<EngagedDelivery | undefined> {
     const row = await this.repo.deliveryForEngagementForUpdate(deliveryId);
-    if (!row || row.env_id !== envId || row.channel !== 'email' || (row.status !== 'sent' && row.status !== 'delivered')) return undefined;
+    if (!row || row.env_id !== envId || row.channel !== 'email' || !ENGAGEABLE.has(row.status)) return undefined;
     const extra = row.extra ? (JSON.parse(row.extra) as Record<string, unknown>) : {};
     const prefix = engagement.kind === 'open' ? 'email_opened' : 'email_clicked';
     if (extra[`${prefix}_at`] === undefined) {

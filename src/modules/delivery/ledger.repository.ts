@@ -1,4 +1,4 @@
-import { type Kysely, type Updateable, sql } from 'kysely';
+import { type Kysely, type RawBuilder, type Updateable, sql } from 'kysely';
 import type { Dialect } from '../../storage/db.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { AttemptRow, DeliveriesTable, DeliveryRow, MessagesTable, ProviderEventsTable, SendingTables } from '../sending/sending.tables.js';
@@ -99,9 +99,10 @@ export class LedgerRepository {
 
   /** Changes a delivery that is in status `from`; returns it when changed. */
   updateDeliveryFrom(deliveryId: string, from: string, patch: Updateable<DeliveriesTable>): Promise<DeliveryIdentity | undefined> {
+    const { extra, ...rest } = patch;
     return this.db
       .updateTable('deliveries')
-      .set(patch)
+      .set(extra === undefined ? rest : { ...rest, extra: this.mergedExtra(sql.ref('extra'), sql`${extra}`) })
       .where('id', '=', deliveryId)
       .where('status', '=', from as DeliveriesTable['status'])
       .returning(['id', 'tracking_id', 'account_id', 'env_id', 'channel'])
@@ -116,7 +117,9 @@ export class LedgerRepository {
     if (rows.length === 0) return [];
     // Keys other than id and the columns are not read.
     const json = JSON.stringify(rows);
-    const set = sql.join(DELIVERY_VALUE_COLUMNS.map((c) => sql`${sql.ref(c)} = v.${sql.ref(c)}`));
+    const set = sql.join(
+      DELIVERY_VALUE_COLUMNS.map((c) => (c === 'extra' ? sql`extra = ${this.mergedExtra(sql.ref('deliveries.extra'), sql.ref('v.extra'))}` : sql`${sql.ref(c)} = v.${sql.ref(c)}`)),
+    );
     const values =
       this.dialect === 'postgres'
         ? sql`jsonb_to_recordset(${json}::jsonb) AS v(id text, status text, attempts integer, sent_at text, delivered_at text, provider_message_id text, extra text, updated_at text)`
@@ -126,6 +129,18 @@ export class LedgerRepository {
       WHERE deliveries.id = v.id AND deliveries.status = ${from}
       RETURNING deliveries.id, deliveries.tracking_id, deliveries.account_id, deliveries.env_id, deliveries.channel`.execute(this.db);
     return changed;
+  }
+
+  /**
+   * `current` with the log fields of `added` merged in (added wins on a shared key), as a
+   * transition writes `extra`: fields recorded before it committed (an open or a reply that
+   * arrived while the provider's answer was being recorded) are kept, not overwritten.
+   * SQLite's json_patch drops keys whose new value is null; PostgreSQL's || keeps them.
+   */
+  private mergedExtra(current: RawBuilder<unknown>, added: RawBuilder<unknown>): RawBuilder<string | null> {
+    return this.dialect === 'postgres'
+      ? sql<string | null>`CASE WHEN ${current} IS NULL THEN ${added}::text WHEN ${added}::text IS NULL THEN ${current} ELSE (${current}::jsonb || ${added}::jsonb)::text END`
+      : sql<string | null>`CASE WHEN ${current} IS NULL THEN ${added} WHEN ${added} IS NULL THEN ${current} ELSE json_patch(${current}, ${added}) END`;
   }
 
   async deliveryStatus(deliveryId: string): Promise<string | undefined> {
@@ -143,6 +158,17 @@ export class LedgerRepository {
   async deliveryForEngagementForUpdate(deliveryId: string): Promise<EngagedDelivery | undefined> {
     const row = await this.deliveryExtraForUpdate(deliveryId);
     if (!row) return undefined;
+    return this.engagedDelivery(deliveryId);
+  }
+
+  /** The id of a message's delivery on `channel` inside environment `envId`. */
+  async deliveryIdOf(trackingId: string, envId: string, channel: string): Promise<string | undefined> {
+    const row = await this.db.selectFrom('deliveries').select('id').where('tracking_id', '=', trackingId).where('env_id', '=', envId).where('channel', '=', channel).executeTakeFirst();
+    return row?.id;
+  }
+
+  /** A delivery with its message's user and notification type (read only). */
+  engagedDelivery(deliveryId: string): Promise<EngagedDelivery | undefined> {
     return this.db
       .selectFrom('deliveries as d')
       .innerJoin('messages as m', 'm.tracking_id', 'd.tracking_id')

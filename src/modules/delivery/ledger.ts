@@ -132,6 +132,11 @@ export class DeliveryLedger {
     });
   }
 
+  /** A delivery with its message's user and notification type, or undefined (never made, or purged). */
+  findEngagedDelivery(deliveryId: string): Promise<EngagedDelivery | undefined> {
+    return new LedgerRepository(this.deps.db, this.deps.dialect).engagedDelivery(deliveryId);
+  }
+
   /**
    * Deletes what was received before `before`: messages with their deliveries and attempts,
    * delivery events and provider reports. In batches, so no purge holds a long transaction.

@@ -20,14 +20,20 @@ export interface EngagementClient {
   ip?: string;
 }
 
-/** How the user unsubscribed: their mail client's RFC 8058 POST, or the button of the confirmation page. */
-export type UnsubscribeMethod = 'one-click' | 'page';
+/**
+ * How the user unsubscribed: their mail client's RFC 8058 POST, the button of the confirmation
+ * page, or mail to the List-Unsubscribe mailto address (received by the inbound SMTP server).
+ */
+export type UnsubscribeMethod = 'one-click' | 'page' | 'mail';
 
 /** What the email executor adds to one delivery's mail. */
 export interface EmailDecoration {
   headers: Record<string, string>;
   tracking?: EmailTracking;
 }
+
+/** The local part of List-Unsubscribe mailto addresses before the token. */
+const MAIL_PREFIX = 'unsubscribe+';
 
 /** The public routes of the tokens (engagement.routes.ts). */
 export const ENGAGEMENT_PATHS = {
@@ -45,7 +51,10 @@ export const ENGAGEMENT_PATHS = {
 export class EngagementService {
   readonly tokens: EngagementTokens;
   private readonly base: string;
-  /** The domain of unsubscribe+TOKEN@ addresses: the platform sender's. */
+  /**
+   * The domain of unsubscribe+TOKEN@ addresses: CLARION_INBOUND_DOMAIN, the one the inbound SMTP
+   * server receives for (its MX points at this server), so the mailto reaches unsubscribeByMail.
+   */
   private readonly mailDomain: string;
 
   constructor(
@@ -56,7 +65,7 @@ export class EngagementService {
   ) {
     this.tokens = new EngagementTokens(deps.secrets.engagementKey);
     this.base = publicBase(deps.config).replace(/\/+$/, '');
-    this.mailDomain = deps.config.defaultFromAddress.split('@')[1] || 'clarion.localhost';
+    this.mailDomain = deps.config.inboundDomain.toLowerCase();
   }
 
   // --- settings ---------------------------------------------------------------------------
@@ -93,9 +102,10 @@ export class EngagementService {
       notificationId: message.notification_id,
       trackingId: delivery.tracking_id,
     });
+    const mailto = this.unsubscribeAddress(delivery.id);
     const headers = {
       // RFC 2369 and RFC 8058: the https URL takes the one-click POST; the mailto is the fallback.
-      'List-Unsubscribe': `<${this.url(ENGAGEMENT_PATHS.unsubscribe, unsubscribe)}>, <mailto:unsubscribe+${unsubscribe}@${this.mailDomain}>`,
+      'List-Unsubscribe': `<${this.url(ENGAGEMENT_PATHS.unsubscribe, unsubscribe)}>${mailto ? `, <mailto:${mailto}>` : ''}`,
       'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
     };
     if (!setting.opens && !setting.clicks) return { headers };
@@ -109,6 +119,12 @@ export class EngagementService {
           : {}),
       },
     };
+  }
+
+  /** The List-Unsubscribe mailto address of a delivery (54-character local part), or null. */
+  unsubscribeAddress(deliveryId: string): string | null {
+    const token = this.tokens.mailToken(deliveryId);
+    return token ? `${MAIL_PREFIX}${token}@${this.mailDomain}` : null;
   }
 
   private url(path: string, token: string): string {
@@ -174,20 +190,55 @@ export class EngagementService {
   }
 
   /**
+   * What mail to a List-Unsubscribe mailto address unsubscribes from: null when `address` is not
+   * `unsubscribe+<token>@CLARION_INBOUND_DOMAIN` (any case) with a token of this server, or its
+   * email delivery is gone (log retention): the inbound SMTP server refuses those at RCPT.
+   */
+  async mailUnsubscribeTarget(address: string): Promise<UnsubscribeToken | null> {
+    const lower = address.trim().toLowerCase();
+    const at = lower.lastIndexOf('@');
+    if (at < 0 || lower.slice(at + 1) !== this.mailDomain || !lower.startsWith(MAIL_PREFIX)) return null;
+    const deliveryId = this.tokens.verifyMailToken(lower.slice(MAIL_PREFIX.length, at));
+    const delivery = deliveryId ? await this.deps.ledger.findEngagedDelivery(deliveryId) : undefined;
+    if (!delivery || delivery.channel !== 'email') return null;
+    return { kind: 'unsubscribe', accountId: delivery.account_id, envId: delivery.env_id, userId: delivery.user_id, notificationId: delivery.notification_id, trackingId: delivery.tracking_id };
+  }
+
+  /** unsubscribe() for mail received at a List-Unsubscribe mailto address (a target from mailUnsubscribeTarget). */
+  unsubscribeByMail(target: UnsubscribeToken, client: EngagementClient): Promise<boolean> {
+    return this.applyUnsubscribe(target, client, 'mail');
+  }
+
+  /**
    * Turns the token's notification type's email off for its user and emits EMAIL_UNSUBSCRIBE
    * (once: a repeated POST, which mail clients do, changes and emits nothing). False: the token
    * is not valid or its environment is gone.
    */
   async unsubscribe(raw: string, client: EngagementClient, method: UnsubscribeMethod): Promise<boolean> {
     const token = this.unsubscribeTarget(raw);
-    if (!token) return false;
+    return token ? this.applyUnsubscribe(token, client, method) : false;
+  }
+
+  /** The one write path of every unsubscribe (one-click, page, mail). */
+  private async applyUnsubscribe(token: UnsubscribeToken, client: EngagementClient, method: UnsubscribeMethod): Promise<boolean> {
     const env = await new EnvironmentsRepository(this.deps.db).find(token.accountId, token.envId);
     if (!env) return false;
     const at = this.deps.clock.now().toISOString();
-    // The one writer of preferences: it emits EMAIL_UNSUBSCRIBE with the write, once (a repeated POST changes nothing).
-    await this.preferences.unsubscribe({ accountId: token.accountId, envId: token.envId }, token.userId, token.notificationId, 'EMAIL', {
-      trackingId: token.trackingId,
-      details: { email_unsubscribed_at: at, method, ...(client.userAgent ? { user_agent: client.userAgent } : {}), ...(client.ip ? { ip: client.ip } : {}) },
+    await this.deps.ledger.transaction(async (tx) => {
+      // The one writer of preferences: it emits EMAIL_UNSUBSCRIBE with the write, once (a repeated POST changes nothing).
+      const changed = await this.preferences.unsubscribe(
+        { accountId: token.accountId, envId: token.envId },
+        token.userId,
+        token.notificationId,
+        'EMAIL',
+        {
+          trackingId: token.trackingId,
+          details: { email_unsubscribed_at: at, method, ...(client.userAgent ? { user_agent: client.userAgent } : {}), ...(client.ip ? { ip: client.ip } : {}) },
+        },
+        tx.db,
+      );
+      // On the log of the email it came from, while that log is kept (the ledger writes it).
+      if (changed) await tx.mergeChannelDetails(token.trackingId, token.envId, 'email', { email_unsubscribed_at: at, email_unsubscribed_method: method }, at);
     });
     return true;
   }

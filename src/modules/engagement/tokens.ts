@@ -9,6 +9,12 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
  * The kind inside the signed payload keeps a token of one kind from being used as another.
  * Nothing is stored per token, so links keep working for as long as the key does; what a token
  * acts on (a delivery, a user's preference) is looked up inside the environment it names.
+ *
+ * The List-Unsubscribe mailto address needs a shorter token: an RFC 5321 local part has at most
+ * 64 octets, and mail systems may change its case. Its token (mailToken) is the delivery's UUID
+ * and a 10-byte MAC, both in lower-case base32: 42 characters from [a-z2-7], so
+ * `unsubscribe+<token>` is 54. Its MAC is over `mail-unsubscribe:<uuid>`, text that no payload of
+ * the other tokens (base64url, which has no ':') can be, so neither kind passes as the other.
  */
 
 export interface OpenToken {
@@ -39,6 +45,10 @@ export interface UnsubscribeToken {
 export type EngagementToken = OpenToken | ClickToken | UnsubscribeToken;
 
 const MAC_BYTES = 16;
+const MAIL_MAC_BYTES = 10;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** 16 bytes and 10 bytes in base32 without padding. */
+export const MAIL_TOKEN = /^[a-z2-7]{42}$/;
 
 export class EngagementTokens {
   constructor(private readonly key: Buffer) {}
@@ -83,7 +93,67 @@ export class EngagementTokens {
     return token && token.kind === kind ? (token as Extract<EngagementToken, { kind: K }>) : null;
   }
 
+  /** The mailto token of a delivery: null when its id is not a UUID (then the mail has no mailto). */
+  mailToken(deliveryId: string): string | null {
+    const id = deliveryId.toLowerCase();
+    if (!UUID.test(id)) return null;
+    return base32(Buffer.from(id.replace(/-/g, ''), 'hex')) + base32(this.mailMac(id));
+  }
+
+  /** The delivery id of a mailto token (any case), or null when it is not one this key made. */
+  verifyMailToken(raw: string): string | null {
+    const token = raw.toLowerCase();
+    if (!MAIL_TOKEN.test(token)) return null;
+    const bytes = unbase32(token.slice(0, 26));
+    // Only the canonical spelling: the last character's two unused bits must be zero.
+    if (base32(bytes) !== token.slice(0, 26)) return null;
+    const hex = bytes.toString('hex');
+    const id = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+    const given = Buffer.from(token.slice(26));
+    const expected = Buffer.from(base32(this.mailMac(id)));
+    return given.length === expected.length && timingSafeEqual(given, expected) ? id : null;
+  }
+
+  private mailMac(uuid: string): Buffer {
+    return createHmac('sha256', this.key).update(`mail-unsubscribe:${uuid}`).digest().subarray(0, MAIL_MAC_BYTES);
+  }
+
   private mac(payload: string): Buffer {
     return createHmac('sha256', this.key).update(payload).digest().subarray(0, MAC_BYTES);
   }
+}
+
+const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
+
+/** RFC 4648 base32, lower case, no padding. */
+function base32(bytes: Buffer): string {
+  let out = '';
+  let bits = 0;
+  let value = 0;
+  for (const byte of bytes) {
+    value = (value << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      out += BASE32[(value >>> (bits - 5)) & 31];
+      bits -= 5;
+    }
+  }
+  if (bits > 0) out += BASE32[(value << (5 - bits)) & 31];
+  return out;
+}
+
+/** The bytes of lower-case base32 text (characters already checked); leftover bits are dropped. */
+function unbase32(text: string): Buffer {
+  const out: number[] = [];
+  let bits = 0;
+  let value = 0;
+  for (const char of text) {
+    value = ((value << 5) | BASE32.indexOf(char)) & 0xffff;
+    bits += 5;
+    if (bits >= 8) {
+      out.push((value >>> (bits - 8)) & 255);
+      bits -= 8;
+    }
+  }
+  return Buffer.from(out);
 }

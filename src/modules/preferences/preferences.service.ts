@@ -135,11 +135,11 @@ export class PreferencesService {
    * no type check (the type may be gone since the mail left). False when it already was off, so
    * a repeated unsubscribe emits nothing.
    */
-  async unsubscribe(scope: EnvScope, userId: string, notificationId: string, channel: SendChannel, context: UnsubscribeContext): Promise<boolean> {
-    return this.deps.db.transaction().execute(async (trx) => {
-      const emitted = await this.write(trx, scope, userId, [{ notificationId, subNotificationId: '', channel, delivery: 'off', source: 'unsubscribe' }], context);
-      return emitted > 0;
-    });
+  async unsubscribe(scope: EnvScope, userId: string, notificationId: string, channel: SendChannel, context: UnsubscribeContext, trx?: Kysely<CoreTables>): Promise<boolean> {
+    const apply = async (db: Kysely<CoreTables>) =>
+      (await this.write(db, scope, userId, [{ notificationId, subNotificationId: '', channel, delivery: 'off', source: 'unsubscribe' }], context)) > 0;
+    // Within the caller's transaction when it records more with the opt-out (the ledger's log fields of the email).
+    return trx ? apply(trx) : this.deps.db.transaction().execute(apply);
   }
 
   /** Removes preferences (back to the type's defaults); answers how many. Emits nothing: nothing was turned off. */

@@ -6,6 +6,8 @@ import { readableTwilioCode } from '../../channels/telephony/twilio-errors.js';
 import type { Deps } from '../../deps.js';
 import { AppError } from '../../errors.js';
 import { UsersService } from '../users/users.service.js';
+import type { WebhookEventType } from '../webhooks/events.js';
+import type { NewWebhookEvent, WebhookOutbox } from '../webhooks/outbox.js';
 import { normalizePhoneNumber } from '../users/users.validation.js';
 import { TelephonyRepository } from './telephony.repository.js';
 
@@ -40,6 +42,8 @@ export class TelephonyCallbacks {
     private readonly deps: Deps,
     /** The process's users service (suppressions and STOP/START), shared with the routes. */
     private readonly users: UsersService,
+    /** Where SMS_INBOUND, SMS_UNSUBSCRIBE and SMS_SUBSCRIBE are written, in the transaction that records them. */
+    private readonly outbox: WebhookOutbox,
     private readonly repo: TelephonyRepository = new TelephonyRepository(deps.db),
   ) {}
 
@@ -122,9 +126,13 @@ export class TelephonyCallbacks {
   }
 
   /**
-   * An SMS a user sent to one of our numbers: recorded on the log of the last send to them from
-   * that number; STOP/START (un)suppress SMS for the user; otherwise the send's auto-reply goes
-   * out once. Answers TwiML (empty: replies go through the REST API, so they are logged).
+   * An SMS a user sent to one of our numbers, recorded in one transaction: the `sms_inbound_*`
+   * fields on the log of the last send to them from that number (through the ledger), SMS
+   * suppression set or cleared for STOP/START, and the webhook events of both (SMS_INBOUND for
+   * every text, SMS_UNSUBSCRIBE / SMS_SUBSCRIBE per user for STOP / START) through the outbox.
+   * Without such a send there is no environment to record anything in: the text is logged and
+   * dropped (the carrier itself blocks the pair after a STOP). Otherwise the send's auto-reply
+   * goes out once. Answers TwiML (empty: replies go through the REST API, so they are logged).
    */
   async inbound(params: FormParams): Promise<void> {
     const from = e164(field(params, 'From'));
@@ -133,40 +141,51 @@ export class TelephonyCallbacks {
     if (!from || !to) return;
     const owner = await this.repo.findNumber(to);
     const last = await this.repo.lastSmsSend(from, to, owner?.account_id);
-    const accountId = owner?.account_id ?? last?.account_id;
-    if (!accountId) {
-      this.deps.logger.info({ to }, 'inbound SMS to a number no account owns or sent from; ignored');
+    const keyword = text.trim().replace(/[.!]+$/, '').toUpperCase();
+    const optOut = STOP_KEYWORDS.has(keyword) ? 'stop' : START_KEYWORDS.has(keyword) ? 'start' : null;
+    if (!last) {
+      // A number is the account's, but what a text belongs to is an environment: the one of the
+      // last send to this user from this number. Without one there is no log, no user and no
+      // webhook endpoint to give it to.
+      this.deps.logger.info({ to, keyword: optOut ? keyword : undefined }, 'inbound SMS from a number never sent to from this number; not recorded');
       return;
     }
     const now = this.deps.clock.now().toISOString();
-    if (last) {
-      await this.deps.ledger.mergeDeliveryDetails(last.delivery_id, { sms_inbound_at: now, sms_inbound_from: from, sms_inbound_text: text }, now);
-    }
-
-    const keyword = text.trim().replace(/[.!]+$/, '').toUpperCase();
-    if (STOP_KEYWORDS.has(keyword) || START_KEYWORDS.has(keyword)) {
-      // A number is the account's, but what the user stops is what they got from it: the
-      // environment of the last send to them from this number. Without one, there is nothing
-      // here to stop (the carrier itself blocks the pair after a STOP).
-      if (!last) {
-        this.deps.logger.info({ keyword }, 'inbound STOP/START from a number never sent to from this number; no environment to apply it to');
-        return;
-      }
-      const stop = STOP_KEYWORDS.has(keyword);
-      for (const user of await this.repo.usersWithNumber(accountId, last.env_id, from)) {
-        if (stop) {
-          await this.users.setSuppression(accountId, last.env_id, user.id, 'SMS', {
-            reason: 'Unsubscribed',
-            details: { keyword, from, to, messageSid: field(params, 'MessageSid') ?? null },
-          });
-        } else {
-          await this.users.clearSuppression(accountId, last.env_id, user.id, 'SMS');
+    const messageSid = field(params, 'MessageSid') ?? field(params, 'SmsSid');
+    const details = {
+      sms_inbound_at: now,
+      sms_inbound_from: from,
+      sms_inbound_to: to,
+      sms_inbound_text: text,
+      ...(messageSid ? { sms_inbound_message_sid: messageSid } : {}),
+      sms_sent_at: last.created_at,
+    };
+    const event = (type: WebhookEventType, userId: string, extra: Record<string, unknown> = {}): NewWebhookEvent => ({
+      accountId: last.account_id,
+      envId: last.env_id,
+      type,
+      payload: { channel: 'SMS', userId, notificationId: last.notification_id ?? '', trackingId: last.tracking_id, occurredAt: now, details: { ...details, ...extra } },
+    });
+    await this.deps.ledger.transaction(async (tx) => {
+      await tx.mergeDeliveryDetails(last.delivery_id, { sms_inbound_at: now, sms_inbound_from: from, sms_inbound_text: text }, now);
+      const events = [event('SMS_INBOUND', last.user_id)];
+      if (optOut) {
+        // Every user of that environment with this number: the person, not one record of them.
+        for (const user of await new TelephonyRepository(tx.db).usersWithNumber(last.account_id, last.env_id, from)) {
+          if (optOut === 'stop') {
+            await this.users.setSuppression(last.account_id, last.env_id, user.id, 'SMS', { reason: 'Unsubscribed', details: { keyword, from, to, messageSid: messageSid ?? null } }, tx.db);
+            events.push(event('SMS_UNSUBSCRIBE', user.id, { keyword, sms_unsubscribed_at: now }));
+          } else {
+            await this.users.clearSuppression(last.account_id, last.env_id, user.id, 'SMS', tx.db);
+            events.push(event('SMS_SUBSCRIBE', user.id, { keyword, sms_subscribed_at: now }));
+          }
         }
       }
-      return;
-    }
+      await this.outbox.emit(tx.db, events);
+    });
+    if (optOut) return;
 
-    if (last?.auto_reply && (await this.repo.claimAutoReply(last.delivery_id, now))) {
+    if (last.auto_reply && (await this.repo.claimAutoReply(last.delivery_id, now))) {
       const client = telephonyClient(this.deps);
       try {
         if (!client) throw new Error('no telephony provider');

@@ -58,6 +58,8 @@ export type TelephonyTables = {
 
 export type PhoneNumberRow = Selectable<PhoneNumbersTable>;
 export type SmsSendRow = Selectable<SmsSendsTable>;
+/** The last send to a user from one of our numbers, with its notification type (null once the message is purged). */
+export type LastSmsSend = SmsSendRow & { notification_id: string | null };
 export type DevCarrierRow = Selectable<DevCarrierMessagesTable>;
 
 type Db = Kysely<CoreTables & SendingTables & TelephonyTables>;
@@ -102,10 +104,17 @@ export class TelephonyRepository {
   }
 
   /** The last send from `ourNumber` to `userNumber` (optionally within one account). */
-  lastSmsSend(userNumber: string, ourNumber: string, accountId?: string): Promise<SmsSendRow | undefined> {
-    let q = this.db.selectFrom('sms_sends').selectAll().where('to_number', '=', userNumber).where('from_number', '=', ourNumber);
-    if (accountId) q = q.where('account_id', '=', accountId);
-    return q.orderBy('created_at', 'desc').orderBy('delivery_id', 'desc').limit(1).executeTakeFirst();
+  lastSmsSend(userNumber: string, ourNumber: string, accountId?: string): Promise<LastSmsSend | undefined> {
+    let q = this.db
+      .selectFrom('sms_sends as s')
+      // Left join: the send stays the last one even once its message is purged (retention).
+      .leftJoin('messages as m', 'm.tracking_id', 's.tracking_id')
+      .selectAll('s')
+      .select('m.notification_id')
+      .where('s.to_number', '=', userNumber)
+      .where('s.from_number', '=', ourNumber);
+    if (accountId) q = q.where('s.account_id', '=', accountId);
+    return q.orderBy('s.created_at', 'desc').orderBy('s.delivery_id', 'desc').limit(1).executeTakeFirst();
   }
 
   /** Claims the one auto-reply of a send; false when it was already claimed. */

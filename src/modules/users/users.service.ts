@@ -159,10 +159,16 @@ export class UsersService {
   }
 
   /** Removes the suppression of one channel (idempotent); NOT_FOUND when the user does not exist. */
-  async clearSuppression(accountId: string, envId: string, userId: string, channel: Channel): Promise<User> {
-    const user = await this.changeSuppressions(accountId, envId, userId, (map) => {
-      delete map[channel];
-    });
+  async clearSuppression(accountId: string, envId: string, userId: string, channel: Channel, trx?: Kysely<CoreTables>): Promise<User> {
+    const user = await this.changeSuppressions(
+      accountId,
+      envId,
+      userId,
+      (map) => {
+        delete map[channel];
+      },
+      trx,
+    );
     if (!user) throw notFound('User', userId, USER_NOT_FOUND_FIX);
     return user;
   }

@@ -24,7 +24,7 @@ export const EVENT_CATALOGUE = {
   EMAIL_FAILED: { channel: 'EMAIL', source: 'ledger', description: 'The email could not be delivered (refused recipient, SMTP error, retries exhausted, render failure).' },
   EMAIL_OPEN: { channel: 'EMAIL', source: 'tracking', description: "The tracking pixel was loaded (every open, the first and later ones)." },
   EMAIL_CLICK: { channel: 'EMAIL', source: 'tracking', description: 'A tracked link was followed; clickedLink and clickedLinkTags say which.' },
-  EMAIL_UNSUBSCRIBE: { channel: 'EMAIL', source: 'unsubscribe', description: "The user unsubscribed (List-Unsubscribe one-click or the unsubscribe page)." },
+  EMAIL_UNSUBSCRIBE: { channel: 'EMAIL', source: 'unsubscribe', description: 'The user unsubscribed (List-Unsubscribe one-click, the unsubscribe page, or mail to the List-Unsubscribe address).' },
   EMAIL_INBOUND: { channel: 'EMAIL', source: 'inbound', description: "An email arrived at one of the account's addresses." },
   INAPP_WEB_FAILED: { channel: 'INAPP_WEB', source: 'ledger', description: 'The in-app notification could not be stored or rendered.' },
   INAPP_WEB_UNSUBSCRIBE: { channel: 'INAPP_WEB', source: 'unsubscribe', description: 'The user turned in-app notifications of this type off.' },
