@@ -1,13 +1,14 @@
 // npm run bench: Clarion against a raw baseline measured in the same run on the same machine.
 // Scenarios (BENCH_ONLY=name,name to pick): send (SQLite, plus BENCH_BEFORE_REF), postgres,
-// seeded (cost as the work grows), email, webpush, webhooks.
+// seeded (cost as the work grows), email, webpush, webhooks; opt-in only: send-instructions
+// (callgrind's instruction counts per accepted send, plus BENCH_BEFORE_REF).
 import os from 'node:os';
 import { checkoutBefore } from './before.js';
 import { type EmailRun, emailRounds } from './email-delivery.js';
 import { CLARION_LOG_LEVEL, fmt, median, percents, stop } from './lib.js';
 import { printSeeded, seededPostgres, seededSqlite } from './seeded.js';
 import { type PostgresSendResult, createDatabase, postgresSend, postgresUnreachable } from './send-postgres.js';
-import { BENCH, wants } from './settings.js';
+import { BENCH, optedIn, wants } from './settings.js';
 import { type SqliteSendResult, sqliteSend, startBareRoute } from './send-sqlite.js';
 
 const cpu = (r: { cpuUsPerRequest?: number }) => (r.cpuUsPerRequest === undefined ? '' : `, ${fmt(r.cpuUsPerRequest, 0)} µs CPU/request`);
@@ -68,6 +69,20 @@ async function main() {
     } finally {
       before?.remove();
       await stop(bare.child);
+    }
+  }
+
+  if (optedIn('send-instructions')) {
+    const { callgrindMissing, sendInstructions, printSendInstructions } = await import('./send-instructions.js');
+    const missing = callgrindMissing();
+    if (missing) console.log(`\nInstructions per send: skipped, ${missing}`);
+    else {
+      const before = BENCH.beforeRef ? checkoutBefore(BENCH.beforeRef) : undefined;
+      try {
+        printSendInstructions(await sendInstructions(before));
+      } finally {
+        before?.remove();
+      }
     }
   }
 

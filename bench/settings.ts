@@ -20,6 +20,8 @@ export const BENCH = {
 };
 
 export const wants = (scenario: string) => BENCH.only === null || BENCH.only.has(scenario);
+/** Scenarios too slow for every run (send-instructions: minutes under valgrind): only when BENCH_ONLY names them. */
+export const optedIn = (scenario: string) => BENCH.only?.has(scenario) === true;
 
 export const SEND_BODY = {
   type: 'bench_welcome',

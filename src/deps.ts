@@ -59,8 +59,26 @@ function pooledRandom(): { nextUint32(): number } {
 }
 export function uuidIds(): Ids {
   const v7 = new V7Generator(pooledRandom());
-  return { uuid: () => v7.generate().toString() };
+  // The canonical 8-4-4-4-12 lowercase text, as UUID.toString() writes it, built as one flat
+  // string: toString() joins 36 pieces into a rope that every later use (a log line, JSON, a
+  // statement parameter) flattens again; two ids per send made it about 3% of the request
+  // (measured with callgrind, issue 11).
+  const text = new Array<number>(36).fill(DASH);
+  return {
+    uuid: () => {
+      const bytes = v7.generate().bytes;
+      let at = 0;
+      for (let i = 0; i < 16; i++) {
+        if (i === 4 || i === 6 || i === 8 || i === 10) at++;
+        text[at++] = HEX_DIGITS[bytes[i] >>> 4];
+        text[at++] = HEX_DIGITS[bytes[i] & 0xf];
+      }
+      return String.fromCharCode(...text);
+    },
+  };
 }
+const DASH = 0x2d;
+const HEX_DIGITS = Array.from('0123456789abcdef', (c) => c.charCodeAt(0));
 
 /** Paths whose values must never reach a log line. */
 export const REDACTED_LOG_PATHS = [

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Bindings, ChildLoggerOptions } from 'fastify/types/logger.js';
 import type { Logger } from 'pino';
+import { jsonString } from '../json-text.js';
 import type { App } from './types.js';
 
 type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
@@ -172,8 +173,8 @@ export function directRequestLines(
   const head = (request: LoggedRequest & { id: string }) => {
     const req = loggedRequest(request);
     return (
-      `{"level":${info},"time":${Date.now()}${bindings},"trackingId":${JSON.stringify(request.id)},"req":{"method":${JSON.stringify(req.method)},"url":${JSON.stringify(req.url)}` +
-      `${req.host === undefined ? '' : `,"host":${JSON.stringify(req.host)}`}${req.remoteAddress === undefined ? '' : `,"remoteAddress":${JSON.stringify(req.remoteAddress)}`}` +
+      `{"level":${info},"time":${Date.now()}${bindings},"trackingId":${jsonString(request.id)},"req":{"method":${jsonString(req.method)},"url":${jsonString(req.url)}` +
+      `${req.host === undefined ? '' : `,"host":${jsonString(req.host)}`}${req.remoteAddress === undefined ? '' : `,"remoteAddress":${jsonString(req.remoteAddress)}`}` +
       `${req.remotePort === undefined ? '' : `,"remotePort":${req.remotePort}`}}`
     );
   };

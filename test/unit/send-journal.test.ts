@@ -37,6 +37,12 @@ describe('intake journal chunks', () => {
     ]);
   });
 
+  it('write an entry as JSON.stringify writes its columns, the request embedded as it is', () => {
+    const row = message({ agent: 'agent "x"\n\u0001', sub_notification_id: 'lone \ud800' });
+    const columns = [row.tracking_id, row.account_id, row.env_id, row.notification_id, row.user_id, 'a@example.com', null, row.template_id, row.sub_notification_id, row.ip, row.agent, row.received_at];
+    expect(journalEntry(row, 'a@example.com', null)).toBe(`${JSON.stringify(columns).slice(0, -1)},${row.request}]`);
+  });
+
   it('still parse chunks written as message objects without their null columns (the earlier format)', () => {
     const row = message({ user_email: 'x@example.com' });
     const older = JSON.stringify([Object.fromEntries(Object.entries(row).filter(([, v]) => v !== null))]);
