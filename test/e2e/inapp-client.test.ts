@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import WebSocket from 'ws';
 import { userHash } from '../../src/modules/inapp/inapp.auth.js';
 import { InappService, type StoreInappInput } from '../../src/modules/inapp/inapp.service.js';
+import { type ClientCall, plainUrl, routeClientFetch } from '../helpers/client-fetch.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
@@ -20,15 +21,13 @@ interface ClientNotification {
   archived?: string;
 }
 
-const calls: Array<{ method: string; url: string; headers: Record<string, string>; body?: string }> = [];
-const realFetch = globalThis.fetch;
-const plain = (url: string) => url.replace(/^https:/, 'http:').replace(/^wss:/, 'ws:');
+const calls: ClientCall[] = [];
 
 class PlainWebSocket extends WebSocket {
   static opened: string[] = [];
   constructor(url: string) {
     PlainWebSocket.opened.push(url);
-    super(plain(url));
+    super(plainUrl(url));
   }
 }
 
@@ -36,26 +35,19 @@ describe.each(STORAGE_KINDS)('published in-app client @notificationapi/core (%s)
   let t: TestContext;
   let service: InappService;
   let host: string;
+  let restoreFetch: () => void;
 
   beforeAll(async () => {
     t = await createTestContext(kind);
     service = new InappService(t.deps);
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    const address = t.app.server.address();
-    if (!address || typeof address === 'string') throw new Error('no address');
-    host = `127.0.0.1:${address.port}`;
-    globalThis.fetch = (async (input: string | URL | Request, init?: RequestInit) => {
-      const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-      calls.push({ method: init?.method ?? 'GET', url, headers: { ...(init?.headers as Record<string, string>) }, body: init?.body as string | undefined });
-      return realFetch(plain(url), init);
-    });
+    ({ host, restore: restoreFetch } = await routeClientFetch(t.app, calls));
     (globalThis as { WebSocket?: unknown }).WebSocket = PlainWebSocket;
   });
   afterEach(() => {
     NotificationAPIClientSDK.websocket.disconnect();
   });
   afterAll(async () => {
-    globalThis.fetch = realFetch;
+    restoreFetch();
     delete (globalThis as { WebSocket?: unknown }).WebSocket;
     await t.close();
   });

@@ -10,12 +10,11 @@ import { NotificationAPIClientSDK } from '@notificationapi/core';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { userHash } from '../../src/modules/inapp/inapp.auth.js';
+import { type ClientCall, routeClientFetch } from '../helpers/client-fetch.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
-/** The client builds https:// URLs; the server here is plain HTTP (TLS is the proxy's): only the scheme changes. */
-const sent: { method: string; url: string; headers: Record<string, string>; body?: string }[] = [];
-const realFetch = globalThis.fetch;
+const sent: ClientCall[] = [];
 
 interface Preferences {
   preferences: { notificationId: string; channel: string; delivery: string; subNotificationId?: string }[];
@@ -26,6 +25,8 @@ interface Preferences {
 describe.each(STORAGE_KINDS)('preferences through the published clients (%s)', (kind) => {
   let t: TestContext;
   let host = '';
+  let realFetch: typeof fetch;
+  let restoreFetch: () => void;
   const logLines: Record<string, unknown>[] = [];
   const basic = (text: string) => ({ authorization: `Basic ${Buffer.from(text).toString('base64')}` });
 
@@ -37,15 +38,7 @@ describe.each(STORAGE_KINDS)('preferences through the published clients (%s)', (
       },
     });
     t = await createTestContext(kind, { logger: pino({ level: 'warn' }, logStream) });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    const address = t.app.server.address();
-    if (!address || typeof address === 'string') throw new Error('no address');
-    host = `127.0.0.1:${address.port}`;
-    globalThis.fetch = (async (input: string | URL | Request, init?: RequestInit) => {
-      const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-      sent.push({ method: init?.method ?? 'GET', url, headers: { ...(init?.headers as Record<string, string>) }, body: init?.body as string | undefined });
-      return realFetch(url.replace(/^https:/, 'http:'), init);
-    });
+    ({ host, realFetch, restore: restoreFetch } = await routeClientFetch(t.app, sent));
     const type = await t.app.inject({
       method: 'POST',
       url: '/types',
@@ -55,7 +48,7 @@ describe.each(STORAGE_KINDS)('preferences through the published clients (%s)', (
     expect(type.statusCode).toBe(200);
   });
   afterAll(async () => {
-    globalThis.fetch = realFetch;
+    restoreFetch();
     await t.close();
   });
 
