@@ -1,5 +1,7 @@
+import { expect } from 'vitest';
 import type { Deps } from '../../src/deps.js';
 import { parseMessages } from '../../src/modules/sending/messages.journal.js';
+import type { TestContext } from './context.js';
 
 /**
  * Accepted sends matching `where` (message columns): message rows, plus on SQLite the sends still
@@ -15,4 +17,15 @@ export async function countAcceptedSends(deps: Deps, where: Record<string, strin
     .flatMap((c) => parseMessages(c.messages) as unknown as Record<string, unknown>[])
     .filter((m) => Object.entries(where).every(([column, value]) => m[column] === value));
   return stored + pending.length;
+}
+
+/** POSTs one email send of `type` per recipient (user `${idPrefix}${i}`), each answered 202; answers their trackingIds in order. */
+export async function sendEmails(t: Pick<TestContext, 'app' | 'auth'>, type: string, emails: string[], idPrefix = type): Promise<string[]> {
+  const trackingIds: string[] = [];
+  for (const [i, email] of emails.entries()) {
+    const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type, to: { id: `${idPrefix}${i}`, email }, email: { subject: `s${i}`, html: '<p>x</p>' } } });
+    expect(res.statusCode).toBe(202);
+    trackingIds.push(res.json<{ trackingId: string }>().trackingId);
+  }
+  return trackingIds;
 }

@@ -7,6 +7,7 @@ import { DELIVER_JOB, DeliveryWorker, MAX_DELIVERY_ATTEMPTS } from '../../src/mo
 import { buildExecutors } from '../../src/modules/sending/executors/index.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { type SmtpPeer, startSmtpPeer } from '../helpers/smtp-peer.js';
+import { sendEmails } from '../helpers/sends.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import type { DeliveryTables } from '../../src/modules/delivery/delivery.tables.js';
 import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
@@ -28,12 +29,7 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
 
   it('sends every delivery of the batch; each one retries, fails or succeeds alone', async () => {
     const to = ['ok@example.com', 'later@example.com', 'bounce@example.com'];
-    const trackingIds: string[] = [];
-    for (const [i, email] of to.entries()) {
-      const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type: 'batch', to: { id: `batch${i}`, email }, email: { subject: `s${i}`, html: '<p>x</p>' } } });
-      expect(res.statusCode).toBe(202);
-      trackingIds.push(res.json<{ trackingId: string }>().trackingId);
-    }
+    const trackingIds = await sendEmails(t, 'batch', to);
     const { executors, close } = buildExecutors(t.deps, t.services);
     const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
     try {

@@ -6,6 +6,7 @@ import { buildExecutors } from '../../src/modules/sending/executors/index.js';
 import type { DeliveryTables } from '../../src/modules/delivery/delivery.tables.js';
 import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
+import { sendEmails } from '../helpers/sends.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
 describe.each(STORAGE_KINDS)('routing a batch of messages (%s)', (kind) => {
@@ -34,12 +35,7 @@ describe.each(STORAGE_KINDS)('routing a batch of messages (%s)', (kind) => {
   });
 
   async function sendAndRoute(type: string): Promise<string[]> {
-    const trackingIds: string[] = [];
-    for (let i = 0; i < 3; i++) {
-      const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type, to: { id: `${type}${i}`, email: `${type}${i}@example.com` }, email: { subject: `s${i}`, html: '<p>x</p>' } } });
-      expect(res.statusCode).toBe(202);
-      trackingIds.push(res.json<{ trackingId: string }>().trackingId);
-    }
+    const trackingIds = await sendEmails(t, type, [0, 1, 2].map((i) => `${type}${i}@example.com`));
     const { executors, close } = buildExecutors(t.deps, t.services);
     const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
     try {
