@@ -68,6 +68,8 @@ export interface EmailMessage {
   meta: { accountId: string; envId: string; trackingId: string; userId?: string };
   /** Sign the built message with this key (the From domain's, once verified). */
   dkim?: EmailDkimKey;
+  /** The envelope sender (SMTP MAIL FROM, where bounces go); the From address when absent. */
+  returnPath?: string;
 }
 
 /** A DKIM signing key (nodemailer's DKIM options): d=, s= and the private key (PEM). */

@@ -7,7 +7,7 @@ import { dkimVerify } from 'mailauth';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { type DnsTestServer, startDnsServer } from '../helpers/dns-server.js';
-import { verifySenderDomain } from '../helpers/sender-domains.js';
+import { type PublishedRecord, publishRecords, verifySenderDomain } from '../helpers/sender-domains.js';
 import { type SmtpPeer, startSmtpPeer } from '../helpers/smtp-peer.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -50,6 +50,9 @@ describe.each(STORAGE_KINDS)('DKIM signing of mail from verified domains (%s)', 
     expect(res.statusCode).toBe(202);
     const [mail] = await smtp.waitFor(1);
     expect(mail.parsed.from?.value[0].address?.toLowerCase()).toBe('digest@news.example.test');
+    // The return-path CNAME is published: bounces go to the domain's return-path name, one address per delivery.
+    expect(mail.envelope.from).toMatch(/^bounce-[0-9a-f-]{36}@bounces\.news\.example\.test$/);
+    expect(mail.envelope.to).toEqual(['ada@example.com']);
 
     const result = await verifyDkim(mail.raw);
     expect(result.results).toHaveLength(1);
@@ -71,6 +74,26 @@ describe.each(STORAGE_KINDS)('DKIM signing of mail from verified domains (%s)', 
     const alteredHeader = raw.replace(/(\nList-Unsubscribe:\s*<https:\/\/)clarion\.example\.test/, '$1evil.example.test');
     expect(alteredHeader).not.toBe(raw);
     expect((await verifyDkim(Buffer.from(alteredHeader, 'latin1'))).results[0].status.result).toBe('fail');
+  });
+
+  it('keeps the From address as envelope sender while the return-path CNAME is not published', async () => {
+    smtp.messages.length = 0;
+    const added = await t.app.inject({ method: 'POST', url: '/domains', headers: t.auth, payload: { sender: 'plain.example.test' } });
+    const records = added.json<{ sender: string; dnsRecords: PublishedRecord[] }[]>().find((d) => d.sender === 'plain.example.test')!.dnsRecords;
+    publishRecords(dns, records, (r) => r.purpose !== 'returnPath');
+    const verified = await t.app.inject({ method: 'POST', url: '/domains/plain.example.test/verify', headers: t.auth });
+    expect(verified.json().status).toBe('SUCCESS');
+    const res = await send({
+      type: 'digest',
+      to: { id: 'ada', email: 'ada@example.com' },
+      email: { subject: 'No return path', html: '<p>x</p>' },
+      options: { email: { fromAddress: 'hello@plain.example.test', ccAddresses: ['cc@example.com'] } },
+    });
+    expect(res.statusCode).toBe(202);
+    const [mail] = await smtp.waitFor(1);
+    expect(mail.envelope.from).toBe('hello@plain.example.test');
+    expect(mail.envelope.to.sort()).toEqual(['ada@example.com', 'cc@example.com']);
+    expect((await verifyDkim(mail.raw)).results[0].status.result).toBe('pass');
   });
 
   it('signs what the local outbox keeps, for an environment without an SMTP server', async () => {

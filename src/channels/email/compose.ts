@@ -162,6 +162,8 @@ export async function composeEmail(message: EmailMessage, fetchOptions: Attachme
     text,
     messageId: `<${messageId}>`,
     ...(message.headers ? { headers: message.headers } : {}),
+    // nodemailer takes a custom envelope whole: its recipients are the message's To, Cc and Bcc.
+    ...(message.returnPath ? { envelope: { from: message.returnPath, to: [message.to.address, ...(message.cc ?? []), ...(message.bcc ?? [])] } } : {}),
     attachments: attachments.map((a) => ({
       filename: a.filename,
       content: a.content,

@@ -13,13 +13,19 @@ export interface DnsRecord {
 /** What a lookup found: the record as published, none (NXDOMAIN, no data, another value), or no answer (SERVFAIL, timeout, refused). */
 export type RecordStatus = 'found' | 'missing' | 'error';
 
+/** The envelope sender's (MAIL FROM) domain of mail from `domain`: the name of its return-path CNAME. */
+export const returnPathDomainOf = (domain: string): string => `bounces.${domain}`;
+
+/** What each record was found to be at the last check, by kind (`{}` before the first). */
+export const recordStatusOf = (stored: string): Partial<Record<DnsRecord['kind'], RecordStatus>> => JSON.parse(stored) as Partial<Record<DnsRecord['kind'], RecordStatus>>;
+
 /** What Clarion asks a domain's owner to publish (docs/domains.md). */
 export function recordsFor(domain: string, selector: string, publicKey: string, token: string, sendingDomain: string): DnsRecord[] {
   return [
     { kind: 'dkim', type: 'TXT', name: `${selector}._domainkey.${domain}`, value: `v=DKIM1; k=rsa; p=${publicKey}`, required: true },
     { kind: 'verification', type: 'TXT', name: `_clarion.${domain}`, value: `clarion-verification=${token}`, required: true },
     { kind: 'spf', type: 'TXT', name: domain, value: `v=spf1 include:_spf.${sendingDomain} ~all`, required: false },
-    { kind: 'returnPath', type: 'CNAME', name: `bounces.${domain}`, value: `bounces.${sendingDomain}`, required: false },
+    { kind: 'returnPath', type: 'CNAME', name: returnPathDomainOf(domain), value: returnPathDomainOf(sendingDomain), required: false },
   ];
 }
 

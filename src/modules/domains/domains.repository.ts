@@ -42,10 +42,10 @@ export class DomainsRepository {
   }
 
   /** The account's domains that mail may be sent from (verified, or verified and now unreachable), with their keys. */
-  sendable(accountId: string): Promise<Pick<SenderDomainRow, 'domain' | 'selector' | 'dkim_private_key_enc'>[]> {
+  sendable(accountId: string): Promise<Pick<SenderDomainRow, 'domain' | 'selector' | 'dkim_private_key_enc' | 'record_status'>[]> {
     return this.db
       .selectFrom('sender_domains')
-      .select(['domain', 'selector', 'dkim_private_key_enc'])
+      .select(['domain', 'selector', 'dkim_private_key_enc', 'record_status'])
       .where('account_id', '=', accountId)
       .where('verified_at', 'is not', null)
       .execute();

@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
 import { isUniqueViolation } from '../addresses/addresses.tables.js';
-import { type DnsRecord, type DnsRecordChecker, type RecordStatus, recordsFor } from './dns-records.js';
+import { type DnsRecord, type DnsRecordChecker, type RecordStatus, recordStatusOf, recordsFor, returnPathDomainOf } from './dns-records.js';
 import type { DomainsRepository } from './domains.repository.js';
 import type { DomainStatus, MailFromStatus, SenderDomainRow } from './domains.tables.js';
 
@@ -42,6 +42,13 @@ export interface DomainSigningKey {
   keySelector: string;
   /** PKCS#8 PEM. */
   privateKey: string;
+  /**
+   * The envelope sender's domain (`bounces.<domain>`), once its return-path CNAME was found: mail
+   * then leaves with MAIL FROM on it, so SPF passes aligned with the From domain. Without the
+   * record the envelope keeps the From address: a MAIL FROM domain that does not resolve is
+   * refused by many receivers.
+   */
+  returnPathDomain?: string;
 }
 
 const HOUR_MS = 3600_000;
@@ -129,7 +136,13 @@ export class DomainsService {
   async senderKeys(accountId: string): Promise<Map<string, DomainSigningKey>> {
     const keys = new Map<string, DomainSigningKey>();
     for (const row of await this.repo.sendable(accountId)) {
-      keys.set(row.domain, { domainName: row.domain, keySelector: row.selector, privateKey: this.deps.secrets.decrypt(row.dkim_private_key_enc) });
+      const returnPathFound = recordStatusOf(row.record_status).returnPath === 'found';
+      keys.set(row.domain, {
+        domainName: row.domain,
+        keySelector: row.selector,
+        privateKey: this.deps.secrets.decrypt(row.dkim_private_key_enc),
+        ...(returnPathFound ? { returnPathDomain: returnPathDomainOf(row.domain) } : {}),
+      });
     }
     return keys;
   }
@@ -222,7 +235,7 @@ export class DomainsService {
   }
 
   private view(row: SenderDomainRow): DomainView {
-    const checked = JSON.parse(row.record_status) as Partial<Record<DnsRecord['kind'], RecordStatus>>;
+    const checked = recordStatusOf(row.record_status);
     return {
       sender: row.domain,
       status: row.status,

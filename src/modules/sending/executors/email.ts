@@ -10,7 +10,8 @@ import { type ChannelExecutor, str } from './types.js';
  * and click tracking to every mail (the channel composes them; it knows no module).
  * `domains`: the From address must be the platform default sender or on a verified domain of the
  * account (else the email fails UNVERIFIED_SENDER, as the hosted service's log code says); mail
- * from a verified domain is DKIM-signed with its key, read once per batch and handed to the channel.
+ * from a verified domain is DKIM-signed with its key, read once per batch and handed to the channel,
+ * and leaves with its envelope sender on the domain's return-path name once that CNAME is published.
  */
 export function emailExecutor(config: Config, providers: EmailProviders, engagement?: EngagementService, domains?: Pick<DomainsService, 'senderKeys' | 'isAllowedSender'>): ChannelExecutor {
   return {
@@ -64,7 +65,9 @@ export function emailExecutor(config: Config, providers: EmailProviders, engagem
         messageId,
         ...(decoration ? { headers: decoration.headers, ...(decoration.tracking ? { tracking: decoration.tracking } : {}) } : {}),
         meta: { accountId: message.account_id, envId: message.env_id, trackingId: message.tracking_id, userId: message.user_id },
-        ...(dkim ? { dkim } : {}),
+        ...(dkim ? { dkim: { domainName: dkim.domainName, keySelector: dkim.keySelector, privateKey: dkim.privateKey } } : {}),
+        // Per delivery (VERP), so that a bounce sent back to it names the delivery it is about.
+        ...(dkim?.returnPathDomain ? { returnPath: `bounce-${delivery.id}@${dkim.returnPathDomain}` } : {}),
       });
       return {
         result,
