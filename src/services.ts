@@ -146,7 +146,7 @@ export function buildServices(deps: Deps): Services {
     engagement,
     domains,
     addresses: new AddressesService(deps, addressesRepo, domains),
-    inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox, engagement),
+    inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox, engagement, domains),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),
     devCarrier: telephonyEndpoint(deps)?.dev ? new DevCarrier(deps, numbers, repositories.telephony) : null,
   };

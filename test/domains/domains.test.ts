@@ -207,13 +207,22 @@ describe.each(STORAGE_KINDS)('sender domains (%s)', (kind) => {
       const info = await mta.sendMail({ from: 'customer@example.org', to: 'Support@example.test', subject: 'Help please', text: 'It broke.' });
       expect(info.accepted).toEqual(['Support@example.test']);
       await expect(mta.sendMail({ from: 'customer@example.org', to: 'nobody@example.test', subject: 'x', text: 'x' })).rejects.toMatchObject({ responseCode: 550 });
+      // The domain fails its check (its DKIM record is gone): the address stops receiving at RCPT, and again once the record is back.
+      const published = (await verify('example.test')).dnsRecords;
+      dns.remove(record({ dnsRecords: published } as Domain, 'dkim').name);
+      expect((await verify('example.test')).status).toBe('FAILED');
+      await expect(mta.sendMail({ from: 'customer@example.org', to: 'support@example.test', subject: 'Lost?', text: 'x' })).rejects.toMatchObject({ responseCode: 550 });
+      publishRecords(dns, published, (r) => r.purpose === 'dkim');
+      expect((await verify('example.test')).status).toBe('SUCCESS');
+      expect((await mta.sendMail({ from: 'customer@example.org', to: 'support@example.test', subject: 'Back', text: 'x' })).accepted).toEqual(['support@example.test']);
     } finally {
       mta.close();
       await server.close();
     }
     const inbox = (await call('GET', '/inbound-emails?address=support@example.test')).json();
-    expect(inbox.emails).toHaveLength(1);
-    expect(inbox.emails[0].fields).toMatchObject({ email_inbound_subject: 'Help please', email_inbound_from: 'customer@example.org' });
+    type Inbound = { fields: { email_inbound_subject: string } };
+    expect(inbox.emails.map((e: Inbound) => e.fields.email_inbound_subject).sort()).toEqual(['Back', 'Help please']);
+    expect(inbox.emails.find((e: Inbound) => e.fields.email_inbound_subject === 'Help please').fields).toMatchObject({ email_inbound_subject: 'Help please', email_inbound_from: 'customer@example.org' });
     await add('pending.example.test');
     expectError(await call('POST', '/addresses', { prefix: 'x', domain: 'pending.example.test' }), 400, 'VALIDATION_FAILED', /not verified for this account/);
     expect((await call('DELETE', '/addresses/support@example.test')).statusCode).toBe(204);

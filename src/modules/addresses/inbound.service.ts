@@ -2,6 +2,7 @@ import { type AddressObject, type ParsedMail, simpleParser } from 'mailparser';
 import type { Deps } from '../../deps.js';
 import { invalid } from '../../errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
+import type { DomainsService } from '../domains/domains.service.js';
 import type { EngagementClient, EngagementService } from '../engagement/engagement.service.js';
 import type { UnsubscribeToken } from '../engagement/tokens.js';
 import type { NewWebhookEvent, WebhookOutbox } from '../webhooks/outbox.js';
@@ -67,6 +68,7 @@ export class InboundMailService {
     private readonly repo: AddressesRepository,
     private readonly outbox: WebhookOutbox,
     private readonly unsubscribes: MailUnsubscribes,
+    private readonly domains: Pick<DomainsService, 'isVerified'>,
   ) {}
 
   /** An environment's inbound mail, newest first; `cursor` is the previous page's nextCursor. */
@@ -90,7 +92,9 @@ export class InboundMailService {
   /** What a recipient names, or undefined (refused at RCPT). */
   async findRecipient(address: string): Promise<InboundRecipient | undefined> {
     const row = await this.repo.findAddress(address.trim().toLowerCase());
-    if (row) return { kind: 'address', row };
+    // A custom address receives while its domain is verified: a domain that failed its checks
+    // (records gone) or was deleted may now belong to someone else.
+    if (row) return row.type === 'builtin' || (await this.domains.isVerified(row.account_id, row.domain)) ? { kind: 'address', row } : undefined;
     const target = await this.unsubscribes.mailUnsubscribeTarget(address);
     return target ? { kind: 'unsubscribe', address, target } : undefined;
   }
