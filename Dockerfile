@@ -10,11 +10,10 @@ WORKDIR /app
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
-COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
+COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npm run build && npm prune --omit=dev --no-audit --no-fund
+# npm ci runs the package's prepare step, which compiles src/ into dist/.
+RUN npm ci --no-audit --no-fund && npm prune --omit=dev --no-audit --no-fund
 
 # Runtime stage: node, the compiled code and production dependencies, run as the unprivileged user.
 FROM node:${NODE_VERSION}-bookworm-slim

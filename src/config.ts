@@ -1,6 +1,8 @@
 import { isIP } from 'node:net';
 import path from 'node:path';
+import { EnvError, cleanEnv, makeExactValidator } from 'envalid';
 import { type TelephonySettings, telephonySettings } from './channels/telephony/settings.js';
+import { parseKey } from './secrets.js';
 
 /** Every setting Clarion reads from the environment; parsed once at start-up (README: Configuration). */
 export interface Config extends TelephonySettings {
@@ -12,7 +14,7 @@ export interface Config extends TelephonySettings {
   /** 32+ byte key (hex or base64) that encrypts secrets at rest and signs JWTs; generated into dataDir when absent. */
   secretKey?: string;
   publicUrl?: string;
-  logLevel: string;
+  logLevel: (typeof LOG_LEVELS)[number];
   role: 'all' | 'api' | 'worker';
   bodyLimitBytes: number;
   smtpUrl?: string;
@@ -65,155 +67,161 @@ export interface Config extends TelephonySettings {
   sendingDomain: string;
 }
 
+/** Bad configuration: one line per variable, naming it and what it accepts (main.ts prints it and exits 2). */
 export class ConfigError extends Error {}
 
-function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (/^(1|true|yes|on)$/i.test(raw)) return true;
-  if (/^(0|false|no|off)$/i.test(raw)) return false;
-  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/**
+ * One setting: `parse` answers the value, or undefined when the text is not acceptable, and the
+ * error then says what the variable `accepts`. Unset and empty both mean `fallback`.
+ */
+function setting<T>(accepts: string, parse: (raw: string) => T | undefined, fallback: T) {
+  return makeExactValidator<T>((raw) => {
+    if (raw.trim() === '') return fallback;
+    const value = parse(raw.trim());
+    if (value === undefined) throw new EnvError(`must be ${accepts}, got "${raw}"`);
+    return value;
+  })({ default: fallback as NonNullable<T>, desc: accepts });
 }
 
-function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
+/** A text setting without a default: '' when unset (envalid takes no null or undefined value; loadConfig reads '' as absent). */
+function optional(accepts: string, parse: (raw: string) => string | undefined) {
+  return setting<string>(accepts, parse, '');
+}
+const absentIfEmpty = (value: string): string | undefined => value || undefined;
+
+const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => (raw: string) => {
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) throw new ConfigError(`${name} must be an integer >= ${min}, got "${raw}"`);
-  return value;
-}
+  return Number.isInteger(value) && value >= min && value <= max ? value : undefined;
+};
+const int = (fallback: number, min = 0, max?: number) => setting(max === undefined ? `an integer >= ${min}` : `an integer from ${min} to ${max}`, integer(min, max), fallback);
+const flag = (fallback: boolean) =>
+  setting('true or false (also 1/0, yes/no, on/off)', (raw) => (/^(1|true|yes|on)$/i.test(raw) ? true : /^(0|false|no|off)$/i.test(raw) ? false : undefined), fallback);
+const text = (fallback: string) => setting('a non-empty string', (raw) => raw, fallback);
+const oneOf = <T extends string>(choices: readonly T[], fallback: T) => setting(`one of ${choices.join(', ')}`, (raw) => (choices.includes(raw as T) ? (raw as T) : undefined), fallback);
 
-function percent(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const value = int(env, name, fallback, 1);
-  if (value > 100) throw new ConfigError(`${name} must be a percentage from 1 to 100, got "${env[name]}"`);
-  return value;
-}
-
-function slackApiUrl(raw: string | undefined): string {
-  const value = raw || 'https://slack.com/api/';
-  if (!/^https?:\/\/[^/]/.test(value)) throw new ConfigError(`CLARION_SLACK_API_URL must be an http(s) URL, got "${value}"`);
-  return value.endsWith('/') ? value : `${value}/`;
-}
-
-/** An http(s) URL setting, parsed; `fallback` when unset. */
-function parseHttpUrl(env: NodeJS.ProcessEnv, name: string, fallback: string): URL {
-  const raw = env[name];
-  let url: URL | undefined;
+function httpUrl(raw: string): URL | undefined {
   try {
-    url = new URL(raw === undefined || raw === '' ? fallback : raw);
+    const url = new URL(raw);
+    return url.protocol === 'https:' || url.protocol === 'http:' ? url : undefined;
   } catch {
-    url = undefined;
+    return undefined;
   }
-  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
-  return url;
 }
+const HTTP_URL = 'an http(s) URL';
+const urlSetting = (fallback: string, shape: (url: URL) => string) => setting(HTTP_URL, (raw) => (httpUrl(raw) ? shape(httpUrl(raw)!) : undefined), shape(new URL(fallback)));
 
-/** An APNs gateway: scheme, host and port only (https, or http for an h2c peer). */
-function apnsOrigin(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
-  return parseHttpUrl(env, name, fallback).origin;
-}
+/** 32 bytes or more, decoded as the server will (secrets.ts). */
+const secretKey = (raw: string): string | undefined => (parseKey(raw).length >= 32 ? raw : undefined);
 
-/** A base URL without a trailing slash. */
-function httpUrl(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
-  return parseHttpUrl(env, name, fallback).href.replace(/\/+$/, '');
-}
-
-function webPushSubject(raw: string | undefined): string | undefined {
-  if (!raw) return undefined;
-  if (!/^mailto:[^@\s]+@[^@\s]+$/.test(raw) && !/^https:\/\/[^/\s]/.test(raw)) {
-    throw new ConfigError(`CLARION_WEB_PUSH_SUBJECT must be a mailto: address or an https: URL, got "${raw}"`);
-  }
-  return raw;
-}
-
-function webPushUrgency(raw: string | undefined): Config['webPushUrgency'] {
-  const value = raw || 'normal';
-  if (value !== 'very-low' && value !== 'low' && value !== 'normal' && value !== 'high') {
-    throw new ConfigError(`CLARION_WEB_PUSH_URGENCY must be very-low, low, normal or high, got "${value}"`);
-  }
-  return value;
-}
-
-function inboundSmtpPort(env: NodeJS.ProcessEnv): number | null {
-  const raw = env.CLARION_INBOUND_SMTP_PORT;
-  if (raw !== undefined && /^(off|false|no)$/i.test(raw.trim())) return null;
-  const port = int(env, 'CLARION_INBOUND_SMTP_PORT', 2525, 0);
-  if (port > 65535) throw new ConfigError(`CLARION_INBOUND_SMTP_PORT must be a port (1-65535), 0 or off, got "${raw}"`);
-  return port === 0 ? null : port;
-}
-
-function domainName(name: string, raw: string): string {
-  const value = raw.trim().toLowerCase();
-  if (!/^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/.test(value)) {
-    throw new ConfigError(`${name} must be a domain name, got "${raw}"`);
-  }
-  return value;
-}
-
-const mailDomain = (raw: string | undefined) => domainName('CLARION_INBOUND_DOMAIN', raw || 'inbound.localhost');
+const DOMAIN = /^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+const domainName = (raw: string) => (DOMAIN.test(raw.toLowerCase()) ? raw.toLowerCase() : undefined);
 
 /** CLARION_DNS_SERVER: an IP address with an optional port, in the form node's Resolver#setServers takes. */
-function dnsServer(raw: string | undefined): string | undefined {
-  const value = raw?.trim();
-  if (!value) return undefined;
+function dnsServer(value: string): string | undefined {
   const match = /^(?:\[([0-9a-fA-F:.]+)\]|(\d{1,3}(?:\.\d{1,3}){3}))(?::(\d{1,5}))?$/.exec(value) ?? /^([0-9a-fA-F:]*:[0-9a-fA-F:.]*)()()$/.exec(value);
   const ip = match?.[1] || match?.[2];
   const port = match?.[3] ? Number(match[3]) : 53;
-  if (!ip || isIP(ip) === 0 || port < 1 || port > 65535) {
-    throw new ConfigError(`CLARION_DNS_SERVER must be an IP address with an optional port (127.0.0.1:5353, [::1]:5353), got "${raw}"`);
-  }
-  return value;
+  return ip && isIP(ip) !== 0 && port >= 1 && port <= 65535 ? value : undefined;
 }
 
+/** The environment variables Clarion reads, each with what it accepts (README: Configuration); envalid checks them all at once. */
+const SPEC = {
+  PORT: int(3000, 0, 65535),
+  HOST: text('127.0.0.1'),
+  DATABASE_URL: optional('a postgres:// URL (leave it unset for the embedded SQLite file)', (raw) => (/^postgres(ql)?:\/\/./.test(raw) ? raw : undefined)),
+  CLARION_DATA_DIR: text('./data'),
+  CLARION_SECRET_KEY: optional('a key of 32 bytes or more, as hex (64+ digits) or base64 (e.g. `openssl rand -hex 32`)', secretKey),
+  CLARION_PUBLIC_URL: optional(HTTP_URL, (raw) => (httpUrl(raw) ? raw.replace(/\/+$/, '') : undefined)),
+  LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
+  CLARION_ROLE: oneOf(['all', 'api', 'worker'] as const, 'all'),
+  // Inline attachments are ~4 MB raw each, i.e. ~5.4 MB of base64, so the default leaves room for a few.
+  CLARION_BODY_LIMIT: int(25 * 1024 * 1024, 1024),
+  SMTP_URL: optional('an smtp:// or smtps:// URL', (raw) => (/^smtps?:\/\/./i.test(raw) ? raw : undefined)),
+  CLARION_ALLOW_PRIVATE_NETWORKS: flag(false),
+  CLARION_DEFAULT_FROM_ADDRESS: setting('an email address', (raw) => (/^[^@\s]+@[^@\s]+$/.test(raw) ? raw : undefined), 'notifications@clarion.localhost'),
+  CLARION_DEFAULT_FROM_NAME: text('Clarion'),
+  CLARION_JOB_LOCK_SECONDS: int(30, 1),
+  CLARION_BUSY_WORKER_PERCENT: setting('a percentage from 1 to 100', integer(1, 100), 5),
+  CLARION_DEFAULT_MESSAGES_CAP: int(1_000_000, 0),
+  CLARION_LOG_RETENTION_DAYS: int(30, 1),
+  CLARION_WEB_PUSH_SUBJECT: optional('a mailto: address or an https: URL', (raw) => (/^mailto:[^@\s]+@[^@\s]+$/.test(raw) || /^https:\/\/[^/\s]/.test(raw) ? raw : undefined)),
+  CLARION_WEB_PUSH_TTL: int(86_400, 0),
+  CLARION_WEB_PUSH_URGENCY: oneOf(['very-low', 'low', 'normal', 'high'] as const, 'normal'),
+  // APNs gateways: scheme, host and port only (https, or http for an h2c peer).
+  CLARION_APNS_PRODUCTION_URL: urlSetting('https://api.push.apple.com', (url) => url.origin),
+  CLARION_APNS_SANDBOX_URL: urlSetting('https://api.sandbox.push.apple.com', (url) => url.origin),
+  CLARION_APNS_CA_FILE: optional('a file path', (raw) => raw),
+  CLARION_SLACK_API_URL: urlSetting('https://slack.com/api/', (url) => (url.href.endsWith('/') ? url.href : `${url.href}/`)),
+  CLARION_FCM_BASE_URL: urlSetting('https://fcm.googleapis.com', (url) => url.href.replace(/\/+$/, '')),
+  CLARION_WEBHOOK_TIMEOUT_SECONDS: int(15, 1),
+  CLARION_WEBHOOK_CONCURRENCY: int(64, 1),
+  CLARION_WEBHOOK_ENDPOINT_CONCURRENCY: int(8, 1),
+  CLARION_WEBHOOK_POLL_MS: int(250, 10),
+  CLARION_INBOUND_SMTP_PORT: setting('a port (1-65535), or 0 or off to turn it off', (raw) => (/^(off|false|no)$/i.test(raw) ? 0 : integer(0, 65535)(raw)), 2525),
+  CLARION_INBOUND_SMTP_HOST: optional('an interface address', (raw) => raw),
+  CLARION_INBOUND_DOMAIN: setting('a domain name', domainName, 'inbound.localhost'),
+  CLARION_INBOUND_MAX_BYTES: int(10 * 1024 * 1024, 1024),
+  CLARION_DNS_SERVER: optional('an IP address with an optional port (127.0.0.1:5353, [::1]:5353)', dnsServer),
+  CLARION_SENDING_DOMAIN: optional('a domain name', domainName),
+};
+
+/**
+ * Reads and checks every setting at once: a bad value anywhere is a ConfigError listing each bad
+ * variable on its own line (envalid's reporter hands them all over; its own would print and exit).
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const role = env.CLARION_ROLE ?? 'all';
-  if (role !== 'all' && role !== 'api' && role !== 'worker') {
-    throw new ConfigError(`CLARION_ROLE must be all, api or worker, got "${role}"`);
+  const problems: string[] = [];
+  const e = cleanEnv(env, SPEC, {
+    reporter: ({ errors }) => {
+      for (const [name, error] of Object.entries(errors)) if (error) problems.push(`${name} ${error.message}`);
+    },
+  });
+  let telephony: TelephonySettings | undefined;
+  try {
+    telephony = telephonySettings(env, (message) => new ConfigError(message));
+  } catch (err) {
+    problems.push((err as Error).message);
   }
-  const databaseUrl = env.DATABASE_URL || undefined;
-  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    throw new ConfigError('DATABASE_URL must be a postgres:// URL (leave it unset for the embedded SQLite file)');
-  }
+  if (problems.length || !telephony) throw new ConfigError(problems.join('\n'));
+  const inboundPort = e.CLARION_INBOUND_SMTP_PORT;
   return {
-    port: int(env, 'PORT', 3000, 0),
-    host: env.HOST || '127.0.0.1',
-    databaseUrl,
-    dataDir: path.resolve(env.CLARION_DATA_DIR || './data'),
-    secretKey: env.CLARION_SECRET_KEY || undefined,
-    publicUrl: env.CLARION_PUBLIC_URL || undefined,
-    logLevel: env.LOG_LEVEL || 'info',
-    role,
-    // Inline attachments are ~4 MB raw each, i.e. ~5.4 MB of base64, so the default leaves room for a few.
-    bodyLimitBytes: int(env, 'CLARION_BODY_LIMIT', 25 * 1024 * 1024, 1024),
-    smtpUrl: env.SMTP_URL || undefined,
-    allowPrivateNetworks: bool(env, 'CLARION_ALLOW_PRIVATE_NETWORKS', false),
-    defaultFromAddress: env.CLARION_DEFAULT_FROM_ADDRESS || 'notifications@clarion.localhost',
-    defaultFromName: env.CLARION_DEFAULT_FROM_NAME || 'Clarion',
-    jobLockSeconds: int(env, 'CLARION_JOB_LOCK_SECONDS', 30, 1),
-    busyWorkerPercent: percent(env, 'CLARION_BUSY_WORKER_PERCENT', 5),
-    defaultMessagesCap: int(env, 'CLARION_DEFAULT_MESSAGES_CAP', 1_000_000, 0),
-    logRetentionDays: int(env, 'CLARION_LOG_RETENTION_DAYS', 30, 1),
-    ...telephonySettings(env, (message) => new ConfigError(message)),
-    webPushSubject: webPushSubject(env.CLARION_WEB_PUSH_SUBJECT),
-    webPushTtlSeconds: int(env, 'CLARION_WEB_PUSH_TTL', 86_400, 0),
-    webPushUrgency: webPushUrgency(env.CLARION_WEB_PUSH_URGENCY),
-    apnsProductionUrl: apnsOrigin(env, 'CLARION_APNS_PRODUCTION_URL', 'https://api.push.apple.com'),
-    apnsSandboxUrl: apnsOrigin(env, 'CLARION_APNS_SANDBOX_URL', 'https://api.sandbox.push.apple.com'),
-    apnsCaFile: env.CLARION_APNS_CA_FILE || undefined,
-    slackApiUrl: slackApiUrl(env.CLARION_SLACK_API_URL),
-    fcmBaseUrl: httpUrl(env, 'CLARION_FCM_BASE_URL', 'https://fcm.googleapis.com'),
-    webhookTimeoutMs: int(env, 'CLARION_WEBHOOK_TIMEOUT_SECONDS', 15, 1) * 1000,
-    webhookConcurrency: int(env, 'CLARION_WEBHOOK_CONCURRENCY', 64, 1),
-    webhookEndpointConcurrency: int(env, 'CLARION_WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1),
-    webhookPollMs: int(env, 'CLARION_WEBHOOK_POLL_MS', 250, 10),
-    inboundSmtpPort: inboundSmtpPort(env),
-    inboundSmtpHost: env.CLARION_INBOUND_SMTP_HOST || env.HOST || '127.0.0.1',
-    inboundDomain: mailDomain(env.CLARION_INBOUND_DOMAIN),
-    inboundMaxBytes: int(env, 'CLARION_INBOUND_MAX_BYTES', 10 * 1024 * 1024, 1024),
-    dnsServer: dnsServer(env.CLARION_DNS_SERVER),
-    sendingDomain: domainName(
-      'CLARION_SENDING_DOMAIN',
-      env.CLARION_SENDING_DOMAIN || (env.CLARION_DEFAULT_FROM_ADDRESS || 'notifications@clarion.localhost').split('@').pop() || 'clarion.localhost',
-    ),
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: absentIfEmpty(e.DATABASE_URL),
+    dataDir: path.resolve(e.CLARION_DATA_DIR),
+    secretKey: absentIfEmpty(e.CLARION_SECRET_KEY),
+    publicUrl: absentIfEmpty(e.CLARION_PUBLIC_URL),
+    logLevel: e.LOG_LEVEL,
+    role: e.CLARION_ROLE,
+    bodyLimitBytes: e.CLARION_BODY_LIMIT,
+    smtpUrl: absentIfEmpty(e.SMTP_URL),
+    allowPrivateNetworks: e.CLARION_ALLOW_PRIVATE_NETWORKS,
+    defaultFromAddress: e.CLARION_DEFAULT_FROM_ADDRESS,
+    defaultFromName: e.CLARION_DEFAULT_FROM_NAME,
+    jobLockSeconds: e.CLARION_JOB_LOCK_SECONDS,
+    busyWorkerPercent: e.CLARION_BUSY_WORKER_PERCENT,
+    defaultMessagesCap: e.CLARION_DEFAULT_MESSAGES_CAP,
+    logRetentionDays: e.CLARION_LOG_RETENTION_DAYS,
+    ...telephony,
+    webPushSubject: absentIfEmpty(e.CLARION_WEB_PUSH_SUBJECT),
+    webPushTtlSeconds: e.CLARION_WEB_PUSH_TTL,
+    webPushUrgency: e.CLARION_WEB_PUSH_URGENCY,
+    apnsProductionUrl: e.CLARION_APNS_PRODUCTION_URL,
+    apnsSandboxUrl: e.CLARION_APNS_SANDBOX_URL,
+    apnsCaFile: absentIfEmpty(e.CLARION_APNS_CA_FILE),
+    slackApiUrl: e.CLARION_SLACK_API_URL,
+    fcmBaseUrl: e.CLARION_FCM_BASE_URL,
+    webhookTimeoutMs: e.CLARION_WEBHOOK_TIMEOUT_SECONDS * 1000,
+    webhookConcurrency: e.CLARION_WEBHOOK_CONCURRENCY,
+    webhookEndpointConcurrency: e.CLARION_WEBHOOK_ENDPOINT_CONCURRENCY,
+    webhookPollMs: e.CLARION_WEBHOOK_POLL_MS,
+    inboundSmtpPort: inboundPort === 0 ? null : inboundPort,
+    inboundSmtpHost: e.CLARION_INBOUND_SMTP_HOST || e.HOST,
+    inboundDomain: e.CLARION_INBOUND_DOMAIN,
+    inboundMaxBytes: e.CLARION_INBOUND_MAX_BYTES,
+    dnsServer: absentIfEmpty(e.CLARION_DNS_SERVER),
+    sendingDomain: e.CLARION_SENDING_DOMAIN || (domainName(e.CLARION_DEFAULT_FROM_ADDRESS.split('@').pop() ?? '') ?? 'clarion.localhost'),
   };
 }

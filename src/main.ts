@@ -20,7 +20,68 @@ Commands:
   token --account ID [--ttl SECONDS] [--subject NAME]
                      print a signed JWT acting on an account (default ttl 3600)
 
-Configuration is read from environment variables; see README.md.`;
+Each command takes --help. Configuration is read from environment variables; see README.md.`;
+
+/** What `clarion <command> --help` prints: the command's own usage, nothing run. */
+const COMMAND_HELP: Record<string, string> = {
+  serve: `clarion serve
+
+Migrates the database, then starts the HTTP API on HOST:PORT and, with CLARION_ROLE=all (the
+default), the delivery workers and the inbound SMTP server in the same process
+(CLARION_ROLE=api: the API only). On an empty database it creates a bootstrap account and
+prints its API key. Stops cleanly on SIGINT or SIGTERM.`,
+  worker: `clarion worker
+
+Migrates the database, then starts only the delivery workers and the inbound SMTP server
+(CLARION_INBOUND_SMTP_PORT): no HTTP port. Run it beside \`CLARION_ROLE=api clarion serve\`
+processes sharing one DATABASE_URL and one CLARION_SECRET_KEY.`,
+  migrate: `clarion migrate
+
+Applies the database migrations that are not applied yet, prints them and exits. Safe to run
+while other processes use the database.`,
+  init: `clarion init [--json] [--name NAME]
+
+Creates an account (named NAME, default "Account") with one environment and an API key, and
+prints them (--json: as one JSON object). Migrates first.`,
+  token: `clarion token --account ID [--ttl SECONDS] [--subject NAME]
+
+Prints a JWT signed with the server's key, acting on account ID for SECONDS (default 3600);
+NAME is its subject (default "cli").`,
+};
+
+const wantsHelp = (args: string[]) => args.includes('--help') || args.includes('-h');
+
+/** Why the database cannot be used, in one line, or undefined for errors of another kind. */
+function databaseProblem(err: unknown, config: ReturnType<typeof loadConfig>): string | undefined {
+  const e = err as { code?: string; message?: string; errno?: number } | null;
+  const code = e?.code ?? '';
+  const network = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ECONNRESET'].includes(code);
+  // PostgreSQL's own refusals: class 28 (authentication), 3D000 (no such database), 57P03 (starting up).
+  const postgres = /^(28|3D000|57P03)/.test(code);
+  const sqlite = code.startsWith('SQLITE_CANTOPEN') || code === 'EACCES' || code === 'EROFS';
+  if (!network && !postgres && !sqlite) return undefined;
+  const where = config.databaseUrl ? redactUrl(config.databaseUrl) : `the SQLite file in ${config.dataDir}`;
+  const fix = config.databaseUrl ? 'check DATABASE_URL and that PostgreSQL is running' : 'check CLARION_DATA_DIR';
+  return `cannot use the database at ${where}: ${e?.message ?? code} (${code}); ${fix}`;
+}
+
+/** A port that cannot be listened on, in one line, or undefined. */
+function listenProblem(err: unknown): string | undefined {
+  const e = err as { code?: string; message?: string } | null;
+  if (e?.code !== 'EADDRINUSE' && e?.code !== 'EACCES' && e?.code !== 'EADDRNOTAVAIL') return undefined;
+  return `cannot listen: ${e.message}; set PORT (HTTP) or CLARION_INBOUND_SMTP_PORT (inbound SMTP) to a free port, or HOST to an address of this machine`;
+}
+
+/** A connection URL without its password. */
+function redactUrl(raw: string): string {
+  try {
+    const url = new URL(raw);
+    if (url.password) url.password = '***';
+    return url.href;
+  } catch {
+    return 'DATABASE_URL';
+  }
+}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -28,7 +89,26 @@ async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return command ? 0 : 1;
   }
+  if (wantsHelp(rest)) {
+    const help = COMMAND_HELP[command];
+    if (help) console.log(help);
+    else console.error(`unknown command "${command}"\n\n${USAGE}`);
+    return help ? 0 : 1;
+  }
   const config = loadConfig();
+  try {
+    return await run(command, rest, config);
+  } catch (err) {
+    const problem = databaseProblem(err, config) ?? listenProblem(err);
+    if (problem) throw new DatabaseUnavailable(problem);
+    throw err;
+  }
+}
+
+/** The database cannot be reached or opened, or a port cannot be listened on: printed as one line, exit 1. */
+class DatabaseUnavailable extends Error {}
+
+async function run(command: string, rest: string[], config: ReturnType<typeof loadConfig>): Promise<number> {
   switch (command) {
     case 'migrate': {
       const deps = buildDeps(config);
@@ -97,15 +177,22 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
   const deps = buildDeps(config);
   await deps.storage.migrate();
   const created = await bootstrapIfEmpty(deps);
-  // One services object for the whole process: the API and its workers (role all) share it.
-  const services = buildServices(deps);
-  const app = role === 'worker' ? null : await buildApp(deps, services);
-  const workers = role === 'api' ? null : await startWorkers(deps, services);
-  if (app) {
-    await app.listen({ port: config.port, host: config.host });
+  let app: Awaited<ReturnType<typeof buildApp>> | null = null;
+  let workers: Awaited<ReturnType<typeof startWorkers>> | null = null;
+  try {
+    // One services object for the whole process: the API and its workers (role all) share it.
+    const services = buildServices(deps);
+    app = role === 'worker' ? null : await buildApp(deps, services);
+    workers = role === 'api' ? null : await startWorkers(deps, services);
+    if (app) await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    // The account exists from now on: its key must not be lost with a start that failed after it.
     if (created) printCredentials(created, baseUrl(config));
-    else deps.logger.info(`Clarion listening on ${baseUrl(config)} (run \`clarion init\` for a new account and key)`);
+    throw err;
   }
+  // Printed once the API answers (role worker: once the workers run).
+  if (created) printCredentials(created, baseUrl(config));
+  else if (app) deps.logger.info(`Clarion listening on ${baseUrl(config)} (run \`clarion init\` for a new account and key)`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -127,7 +214,15 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exit(code);
   },
   (err) => {
-    console.error(err instanceof ConfigError ? `clarion: ${err.message}` : err);
-    process.exit(err instanceof ConfigError ? 2 : 1);
+    if (err instanceof ConfigError) {
+      for (const line of err.message.split('\n')) console.error(`clarion: ${line}`);
+      process.exit(2);
+    }
+    if (err instanceof DatabaseUnavailable) {
+      console.error(`clarion: ${err.message}`);
+      process.exit(1);
+    }
+    console.error(err);
+    process.exit(1);
   },
 );

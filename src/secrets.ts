@@ -51,7 +51,8 @@ export function randomToken(bytes: number): string {
   return randomBytes(bytes).toString('base64url');
 }
 
-function parseKey(raw: string): Buffer {
+/** A root key as configured: hex (64+ digits) or base64. */
+export function parseKey(raw: string): Buffer {
   const trimmed = raw.trim();
   if (/^[0-9a-fA-F]{64,}$/.test(trimmed)) return Buffer.from(trimmed, 'hex');
   return Buffer.from(trimmed, 'base64');
