@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import type { Deps } from './deps.js';
 import { installAuth } from './http/auth.js';
+import { installCors } from './http/cors.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.js';
 import { parseJsonBody } from './http/json-body.js';
 import { installMetrics } from './http/metrics.js';
@@ -102,6 +103,7 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
 
   installRequestLog(app, deps.requestLines);
   installErrorHandling(app);
+  await installCors(app, deps.config.corsOrigins);
   const metrics = installMetrics(app);
   installAuth(app, services.auth);
 

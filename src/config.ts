@@ -63,6 +63,8 @@ export interface Config extends TelephonySettings {
   inboundMaxBytes: number;
   /** DNS server (`ip:port`, `[ipv6]:port` or a bare IP) sender-domain checks ask instead of the system's resolvers (CLARION_DNS_SERVER). */
   dnsServer?: string;
+  /** Origins a browser may call the in-app routes from (CLARION_CORS_ORIGINS): any, none, or a list. */
+  corsOrigins: '*' | 'off' | string[];
   /** The domain this server's mail leaves from, named in the SPF include and return-path CNAME of sender domains (CLARION_SENDING_DOMAIN). */
   sendingDomain: string;
 }
@@ -126,6 +128,13 @@ function dnsServer(value: string): string | undefined {
   return ip && isIP(ip) !== 0 && port >= 1 && port <= 65535 ? value : undefined;
 }
 
+/** `*`, `off`, or a comma-separated list of origins (scheme://host[:port]). */
+function corsOrigins(raw: string): Config['corsOrigins'] | undefined {
+  if (raw === '*' || /^off$/i.test(raw)) return raw === '*' ? '*' : 'off';
+  const list = raw.split(',').map((o) => o.trim()).filter(Boolean);
+  return list.length > 0 && list.every((o) => httpUrl(o)?.origin === o) ? list : undefined;
+}
+
 /** The environment variables Clarion reads, each with what it accepts (README: Configuration); envalid checks them all at once. */
 const SPEC = {
   PORT: int(3000, 0, 65535),
@@ -165,6 +174,7 @@ const SPEC = {
   CLARION_INBOUND_MAX_BYTES: int(10 * 1024 * 1024, 1024),
   CLARION_DNS_SERVER: optional('an IP address with an optional port (127.0.0.1:5353, [::1]:5353)', dnsServer),
   CLARION_SENDING_DOMAIN: optional('a domain name', domainName),
+  CLARION_CORS_ORIGINS: setting<Config['corsOrigins']>('*, off, or a comma-separated list of origins such as https://app.example.com', corsOrigins, '*'),
 };
 
 /**
@@ -222,6 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     inboundDomain: e.CLARION_INBOUND_DOMAIN,
     inboundMaxBytes: e.CLARION_INBOUND_MAX_BYTES,
     dnsServer: absentIfEmpty(e.CLARION_DNS_SERVER),
+    corsOrigins: e.CLARION_CORS_ORIGINS,
     sendingDomain: e.CLARION_SENDING_DOMAIN || (domainName(e.CLARION_DEFAULT_FROM_ADDRESS.split('@').pop() ?? '') ?? 'clarion.localhost'),
   };
 }

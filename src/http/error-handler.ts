@@ -16,7 +16,8 @@ const FASTIFY_CODES: Record<string, { code: ErrorCode; message?: string; fix?: s
   FST_ERR_MAX_PARAM_LENGTH: { code: 'URI_TOO_LONG', message: 'A path segment is longer than this server accepts (1024 characters).', fix: 'Use a shorter id.' },
 };
 
-const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
+// Not OPTIONS: the CORS plugin (http/cors.ts) serves it on every path, for preflights.
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
 
 /** Ajv says "must NOT have additional properties" without saying which: name it. */
 function unexpectedProperty(validation: FastifyError['validation']): string {

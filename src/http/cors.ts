@@ -1,0 +1,31 @@
+import cors from '@fastify/cors';
+import type { Config } from '../config.js';
+import type { App } from './types.js';
+
+/**
+ * What a browser calls: the in-app client's `/{clientId}/users/{userId}/<resource>` (its only URL
+ * shape: notifications, preferences, account metadata, Slack channels) and `/user/inapp`. The
+ * server API (secret keys, account tokens) answers no CORS: a browser must never hold those.
+ */
+const BROWSER_PATH = /^\/[^/?]+\/users\/[^/?]+\/|^\/user\/inapp(?:[/?]|$)/;
+
+/**
+ * CORS with @fastify/cors on the browser routes, for the origins of CLARION_CORS_ORIGINS (`*` by
+ * default: the in-app client authenticates with its own header, not cookies, so no credentials
+ * mode is needed). Registered before authentication: a preflight carries no credentials.
+ */
+export async function installCors(app: App, origins: Config['corsOrigins']): Promise<void> {
+  if (origins === 'off') return;
+  await app.register(cors, {
+    hook: 'onRequest',
+    delegator: (request, callback) => {
+      if (!BROWSER_PATH.test(request.url)) return callback(null, { origin: false });
+      callback(null, {
+        origin: origins === '*' ? '*' : origins,
+        methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+        allowedHeaders: ['Authorization', 'Content-Type'],
+        maxAge: 600,
+      });
+    },
+  });
+}
