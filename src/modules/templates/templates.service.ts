@@ -186,6 +186,20 @@ export class TemplatesService {
     };
   }
 
+  /**
+   * A type's digest template on a channel for a digest mode (hourly, daily, weekly, monthly): the
+   * template that is the default for exactly that mode; null when none is (no fallback to the
+   * instant one, which renders a single message, not a list of items).
+   */
+  async digestTemplate(accountId: string, envId: string, notificationId: string, channel: string, mode: Exclude<DeliveryMode, 'instant'>): Promise<ResolvedTemplate | null> {
+    const k = this.key(accountId, envId, notificationId, channel);
+    const repo = new TemplatesRepository(this.deps.db);
+    const templateId = (await repo.defaults(k)).find((d) => d.mode === mode)?.template_id;
+    const row = templateId === undefined ? undefined : await repo.find(k, templateId);
+    if (!row) return null;
+    return { templateId: row.template_id, channel: k.channel as TemplateChannel, content: JSON.parse(row.content) as TemplateContent, default: true };
+  }
+
   private async read(repo: TemplatesRepository, k: TemplateKey, templateId: string): Promise<TemplateRecord> {
     const row = await this.findOrThrow(repo, k, templateId);
     return toRecord(row, await repo.defaults(k));
