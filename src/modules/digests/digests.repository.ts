@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
 import type { SendingTables } from '../sending/sending.tables.js';
 import type { DigestItemsTable, DigestRow, DigestTables, DigestsDb, DigestsTable } from './digests.tables.js';
@@ -60,7 +60,8 @@ export class DigestsRepository {
     const inserted = await this.db
       .insertInto('digests')
       .values(row)
-      .onConflict((oc) => oc.columns(['env_id', 'user_id', 'notification_id', 'channel']).where('state', '=', 'open').doNothing())
+      // The partial index's own predicate, as a literal: SQLite matches it textually (a bound parameter would not).
+      .onConflict((oc) => oc.columns(['env_id', 'user_id', 'notification_id', 'channel']).where(sql<boolean>`state = 'open'`).doNothing())
       .returning('id')
       .executeTakeFirst();
     return inserted !== undefined;

@@ -188,14 +188,18 @@ export class TemplatesService {
 
   /**
    * A type's digest template on a channel for a digest mode (hourly, daily, weekly, monthly): the
-   * template that is the default for exactly that mode; null when none is (no fallback to the
-   * instant one, which renders a single message, not a list of items).
+   * template that is the default for that mode (setDefault with `modes`), unless it is the instant
+   * default too. The first template of a channel becomes the default of every mode, so without
+   * this rule a type's one instant template would render its digests, a single message's template
+   * over a list of items; null then, and the built-in digest template applies (docs/digests.md).
    */
   async digestTemplate(accountId: string, envId: string, notificationId: string, channel: string, mode: Exclude<DeliveryMode, 'instant'>): Promise<ResolvedTemplate | null> {
     const k = this.key(accountId, envId, notificationId, channel);
     const repo = new TemplatesRepository(this.deps.db);
-    const templateId = (await repo.defaults(k)).find((d) => d.mode === mode)?.template_id;
-    const row = templateId === undefined ? undefined : await repo.find(k, templateId);
+    const defaults = await repo.defaults(k);
+    const templateId = defaults.find((d) => d.mode === mode)?.template_id;
+    if (templateId === undefined || defaults.some((d) => d.mode === 'instant' && d.template_id === templateId)) return null;
+    const row = await repo.find(k, templateId);
     if (!row) return null;
     return { templateId: row.template_id, channel: k.channel as TemplateChannel, content: JSON.parse(row.content) as TemplateContent, default: true };
   }
