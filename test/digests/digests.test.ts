@@ -69,6 +69,38 @@ describe.each(STORAGE_KINDS)('digests (%s)', (kind) => {
   });
   afterAll(() => t.close());
 
+  it("lets users pick the type's digests through the in-app client's route, the older server SDK's and API keys", async () => {
+    const basic = (text: string) => `Basic ${Buffer.from(text).toString('base64')}`;
+    const { clientId, clientSecret } = t.account;
+    // The in-app client posts JSON as text/plain with Basic clientId:userId.
+    const inapp = await t.app.inject({
+      method: 'POST',
+      url: `/${clientId}/users/pick-a/preferences`,
+      headers: { authorization: basic(`${clientId}:pick-a`), 'content-type': 'text/plain' },
+      payload: JSON.stringify([{ notificationId: 'news', channel: 'EMAIL', delivery: 'weekly' }]),
+    });
+    expect(inapp.statusCode, inapp.body).toBe(200);
+    const sdk = await t.app.inject({
+      method: 'POST',
+      url: `/${clientId}/user_preferences/pick-b`,
+      headers: { authorization: basic(`${clientId}:${clientSecret}`) },
+      payload: [{ notificationId: 'news', channel: 'EMAIL', delivery: 'monthly' }],
+    });
+    expect(sdk.statusCode, sdk.body).toBe(200);
+    await prefer('pick-c', 'hourly');
+    for (const [user, delivery] of [['pick-a', 'weekly'], ['pick-b', 'monthly'], ['pick-c', 'hourly']]) {
+      expect((await req('GET', `/users/${user}/preferences`)).json().preferences).toEqual([{ notificationId: 'news', channel: 'EMAIL', delivery }]);
+    }
+    // In-app has no digests; a digest the type does not offer is refused, naming what may be picked.
+    const inappDigest = await req('POST', '/user_preferences/pick-c', [{ notificationId: 'news', channel: 'INAPP_WEB', delivery: 'daily' }]);
+    expect(inappDigest.statusCode).toBe(400);
+    expect(inappDigest.json().error.message).toContain('in-app has no digests');
+    await req('POST', '/types', { notificationId: 'plain', title: 'Plain', channels: ['EMAIL'], options: { EMAIL: { defaultDeliveryOption: 'instant', daily: { enabled: false } } } });
+    const notOffered = await req('POST', '/user_preferences/pick-c', [{ notificationId: 'plain', channel: 'EMAIL', delivery: 'daily' }]);
+    expect(notOffered.statusCode).toBe(400);
+    expect(notOffered.json().error).toMatchObject({ code: 'VALIDATION_FAILED', fix: 'Pick one of: off, instant.' });
+  });
+
   it('collects a daily digest and sends it once at 09:00 New York time, after the DST change', async () => {
     clock.set(new Date('2026-03-07T15:00:00Z')); // Saturday 10:00 EST
     await prefer('ny', 'daily');
