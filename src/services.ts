@@ -10,6 +10,7 @@ import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { AccountsService } from './modules/accounts/accounts.service.js';
 import { AuthService } from './modules/auth/auth.service.js';
 import { ComponentsService } from './modules/components/components.service.js';
+import { DigestsService } from './modules/digests/digests.service.js';
 import { DnsRecordChecker } from './modules/domains/dns-records.js';
 import { DomainsRepository } from './modules/domains/domains.repository.js';
 import { DomainsService } from './modules/domains/domains.service.js';
@@ -28,6 +29,7 @@ import { PreferencesService } from './modules/preferences/preferences.service.js
 import { ApnSettingsService } from './modules/push/apn-settings.service.js';
 import { FcmSettingsService } from './modules/push/fcm.service.js';
 import { WebPushService } from './modules/push/web-push.service.js';
+import { SendIntake } from './modules/sending/intake.js';
 import { SendingService } from './modules/sending/sending.service.js';
 import { SlackSettingsService } from './modules/slack/slack.service.js';
 import { TelephonyCallbacks } from './modules/telephony/callbacks.service.js';
@@ -84,6 +86,8 @@ export interface Services {
   preferences: PreferencesService;
   /** Open and click tracking, one-click unsubscribe (modules/engagement). */
   engagement: EngagementService;
+  /** Digests: collected in routing, sent by their periodic job (modules/digests). */
+  digests: DigestsService;
   /** Sender domains of accounts (DomainsApi): DKIM keys, DNS verification, the fromAddress rule. */
   domains: DomainsService;
   /** Inbound email addresses (AddressesApi). */
@@ -144,6 +148,8 @@ export function buildServices(deps: Deps): Services {
     webhooks,
     preferences,
     engagement,
+    // Its own intake: a digest's message is accepted inside the transaction that claims it.
+    digests: new DigestsService(deps, new SendIntake(deps, deps.queue)),
     domains,
     addresses: new AddressesService(deps, addressesRepo, domains),
     inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox, engagement, domains),

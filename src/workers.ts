@@ -6,6 +6,7 @@ import { type Executors, buildExecutors } from './modules/sending/executors/inde
 import { registerSendingJobs } from './modules/sending/sending.jobs.js';
 import { registerMaintenanceJobs } from './modules/system/maintenance.jobs.js';
 import { InboundSmtpServer } from './modules/addresses/inbound-smtp.js';
+import { registerDigestJobs } from './modules/digests/digests.jobs.js';
 import { registerDomainJobs } from './modules/domains/domains.jobs.js';
 import { startWebhookJobs } from './modules/webhooks/webhooks.jobs.js';
 
@@ -19,12 +20,15 @@ export interface Workers {
   schedulePurge(): Promise<string>;
   /** Schedules this hour's check of due sender domains (one per hour across every process). */
   scheduleDomainChecks(): Promise<string>;
+  /** Schedules this minute's sending of due digests (one per minute across every process). */
+  scheduleDigests(): Promise<string>;
   /** The inbound SMTP server of this process; null when CLARION_INBOUND_SMTP_PORT is off. */
   inboundSmtp: InboundSmtpServer | null;
   stop(): Promise<void>;
 }
 
 const HOUR_MS = 3600 * 1000;
+const MINUTE_MS = 60 * 1000;
 
 /**
  * Registers every module's jobs (`<module>.jobs.ts`) on the queue and starts working; the API
@@ -36,6 +40,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   registerLogJobs(deps, services.logs);
   const maintenance = registerMaintenanceJobs(deps);
   const domainJobs = registerDomainJobs(deps, services.domains);
+  const digestJobs = registerDigestJobs(deps, services.digests);
   await deps.queue.start();
   const webhooks = startWebhookJobs(services.webhooks);
   // Inbound mail is received where the workers run (roles all and worker): it records into the
@@ -60,6 +65,12 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   };
   const timer = setInterval(schedule, HOUR_MS);
   timer.unref();
+  // Digests are due at a minute of the user's choosing: every minute, and once now, so those
+  // that fell due while no worker ran go out at start.
+  const scheduleDigests = () => void digestJobs.scheduleSweep().catch((err) => deps.logger.warn({ err }, 'could not schedule the sending of due digests'));
+  scheduleDigests();
+  const digestTimer = setInterval(scheduleDigests, MINUTE_MS);
+  digestTimer.unref();
 
   let stopped: Promise<void> | null = null;
   return {
@@ -68,6 +79,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
     purge: maintenance.purge,
     schedulePurge: maintenance.schedulePurge,
     scheduleDomainChecks: domainJobs.scheduleChecks,
+    scheduleDigests: digestJobs.scheduleSweep,
     inboundSmtp,
     // Idempotent: a second stop waits for the first instead of closing connections twice.
     stop() {
@@ -78,6 +90,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
 
   async function stopAll(): Promise<void> {
     clearInterval(timer);
+    clearInterval(digestTimer);
     await inboundSmtp?.close();
     await webhooks.stop();
     await deps.queue.stop();

@@ -27,7 +27,7 @@ describe.each(STORAGE_KINDS)('delivery ledger transition table (%s)', (kind) => 
   });
   afterAll(() => storage.destroy());
 
-  it('declares held, digested and retracted with no transition into or out of them', () => {
+  it('declares held and retracted with no transition into or out of them', () => {
     for (const reserved of RESERVED_STATES) {
       for (const other of MESSAGE_ALL) {
         expect(messageTransitionAllowed(reserved, other)).toBe(false);
@@ -40,6 +40,11 @@ describe.each(STORAGE_KINDS)('delivery ledger transition table (%s)', (kind) => 
     }
     expect(deliveryTransitionAllowed('delivered', 'failed')).toBe(false);
     expect(deliveryTransitionAllowed('sent', 'delivered')).toBe(true);
+    // Digests: routing collects a delivery; it fails only when its digest cannot be made.
+    expect(deliveryTransitionAllowed('new', 'digested')).toBe(true);
+    expect(deliveryTransitionAllowed('digested', 'failed')).toBe(true);
+    expect(deliveryTransitionAllowed('digested', 'sent')).toBe(false);
+    expect(deliveryTransitionAllowed('pending', 'digested')).toBe(false);
   });
 
   it('refuses every message transition the table does not allow, and applies each one it allows', async () => {
@@ -63,7 +68,7 @@ describe.each(STORAGE_KINDS)('delivery ledger transition table (%s)', (kind) => 
         expect(refusals(lines).some((l) => l.trackingId === row.tracking_id && l.from === from && l.to === to), `${from} -> ${to} logged`).toBe(true);
       }
     }
-    // 8 states, 6 allowed changes (one is the schedule update, scheduled -> scheduled).
+    // 7 states, 6 allowed changes (one is the schedule update, scheduled -> scheduled).
     expect(refused).toBe(MESSAGE_ALL.length ** 2 - 6);
   });
 
@@ -88,8 +93,8 @@ describe.each(STORAGE_KINDS)('delivery ledger transition table (%s)', (kind) => 
         expect(refusals(lines).some((l) => l.deliveryId === row.id && l.from === from && l.to === to), `${from} -> ${to} logged`).toBe(true);
       }
     }
-    // 8 statuses, 5 allowed changes.
-    expect(refused).toBe(DELIVERY_ALL.length ** 2 - 5);
+    // 8 statuses, 6 allowed changes (digested -> failed among them).
+    expect(refused).toBe(DELIVERY_ALL.length ** 2 - 6);
   });
 
   it('refuses the same changes through the callers\' methods: processing, failing, creating', async () => {

@@ -84,7 +84,7 @@ describe.each(STORAGE_KINDS)('preferences through the published clients (%s)', (
     expect(((await client.getPreferences()) as unknown as Preferences).preferences).toEqual([]);
     const refusals = logLines.filter((l) => l.msg === 'in-app client preferences request refused');
     expect(refusals).toEqual([
-      expect.objectContaining({ level: 40, clientId: t.account.clientId, userId: 'bob', code: 'VALIDATION_FAILED', reason: expect.stringContaining('"daily" is not supported yet') as unknown }),
+      expect.objectContaining({ level: 40, clientId: t.account.clientId, userId: 'bob', code: 'VALIDATION_FAILED', reason: expect.stringContaining('"daily" is not an option users may pick for EMAIL') as unknown }),
       expect.objectContaining({ code: 'NOT_FOUND', reason: expect.stringContaining('"gone"') as unknown }),
     ]);
   });

@@ -3,61 +3,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import { simpleParser } from 'mailparser';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { holdingSink } from '../helpers/holding-smtp-sink.js';
 import { scratchDatabase } from '../helpers/scratch-database.js';
 import { freePort, spawnCli, waitForOutput } from '../helpers/process.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
-
-/**
- * An SMTP sink that answers the first `answerFirst` messages and holds the answer to every later
- * one until answerAll(): those are in flight (sent, not acknowledged) for as long as the test
- * wants, so the kill lands while deliveries are on the wire, whatever the machine's speed.
- */
-async function holdingSink(answerFirst: number) {
-  const received: { subject: string; messageId: string }[] = [];
-  let answering = false;
-  let answered = 0;
-  let held = 0;
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    onData(stream, _session, callback) {
-      simpleParser(stream).then(
-        (mail) => {
-          received.push({ subject: mail.subject ?? '', messageId: mail.messageId ?? '' });
-          if (answering || answered < answerFirst) {
-            answered++;
-            callback();
-          } else held++; // never answered: its sender is killed with the message in flight
-        },
-        (err) => callback(err),
-      );
-    },
-  });
-  // smtp-server reports a connection's socket errors on the server; the killed process resets
-  // its connections (ECONNRESET), which is the point of the test. Without a listener the
-  // EventEmitter would throw it as an uncaught exception.
-  const socketErrors: Error[] = [];
-  server.on('error', (err: Error) => socketErrors.push(err));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.server.address() as AddressInfo).port;
-  return {
-    received,
-    socketErrors,
-    url: `smtp://127.0.0.1:${port}`,
-    answered: () => answered,
-    held: () => held,
-    /** From now on every message is answered at once. */
-    answerAll: () => {
-      answering = true;
-    },
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
-}
 
 describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flight (%s)', (kind) => {
   const N = 30;

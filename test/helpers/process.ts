@@ -6,7 +6,12 @@ export const ROOT = path.resolve(import.meta.dirname, '../..');
 
 /** Runs the CLI from source (tsx), as `clarion <args>`. */
 export function spawnCli(args: string[], env: NodeJS.ProcessEnv): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), ...args], {
+  return spawnScript(path.join(ROOT, 'src/main.ts'), args, env);
+}
+
+/** Runs a TypeScript file from source (tsx) in a process of its own, e.g. a server a test builds differently. */
+export function spawnScript(file: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
+  return spawn(process.execPath, ['--import', 'tsx', file, ...args], {
     cwd: ROOT,
     // Off unless a test asks for it: parallel test processes would all want the default 2525.
     env: { ...process.env, LOG_LEVEL: 'warn', CLARION_INBOUND_SMTP_PORT: 'off', ...env },

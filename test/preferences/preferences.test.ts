@@ -75,10 +75,11 @@ describe.each(STORAGE_KINDS)('user preferences: precedence and rules (%s)', (kin
     });
   });
 
-  it('refuses an unknown type, a digest, an option the type disallows and a malformed item, all or nothing', async () => {
+  it('refuses an unknown type, a digest the type does not offer, an option the type disallows and a malformed item, all or nothing', async () => {
     const cases: [unknown, number, string][] = [
       [[{ notificationId: 'nope', channel: 'EMAIL', delivery: 'off' }], 404, 'nope'],
-      [[{ notificationId: 'news', channel: 'EMAIL', delivery: 'daily' }], 400, '[0].delivery: "daily" is not supported yet'],
+      [[{ notificationId: 'news', channel: 'EMAIL', delivery: 'daily' }], 400, '[0].delivery: "daily" is not an option users may pick for EMAIL'],
+      [[{ notificationId: 'news', channel: 'INAPP_WEB', delivery: 'hourly' }], 400, 'in-app has no digests'],
       [[{ notificationId: 'news', channel: 'SMS', delivery: 'off' }], 400, 'options.SMS.off.enabled is false'],
       [[{ notificationId: 'news', channel: 'EMAIL' }], 400, '[0].delivery is required'],
       [[{ notificationId: 'news', channel: 'FAX', delivery: 'off' }], 400, 'channel'],

@@ -1,7 +1,7 @@
 // A notification type's delivery settings over HTTP on both engines: every delivery option's
 // accepted values read back exactly as sent; refused values answer 400 VALIDATION_FAILED naming
-// the setting; settings the server does not enforce yet (digests, in-app batching,
-// deduplication, throttling, retention) are refused, never stored.
+// the setting; settings the server does not enforce yet (in-app batching, deduplication,
+// throttling, retention) are refused, never stored. Digests are accepted (test/digests).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -24,12 +24,16 @@ const ACCEPTED: Record<string, unknown>[] = [
     INAPP_WEB: { defaultDeliveryOption: 'instant' },
     SMS: { defaultDeliveryOption: 'off' },
   },
+  // Digests, offered and as the default, on every channel but in-app.
+  { EMAIL: { defaultDeliveryOption: 'hourly' } },
+  { SMS: { defaultDeliveryOption: 'daily', daily: { enabled: true, hour: '18:30' } } },
+  { PUSH: { defaultDeliveryOption: 'instant', weekly: { enabled: true, hour: '08:00', day: 'Friday' } } },
+  { SLACK: { defaultDeliveryOption: 'monthly', monthly: { enabled: true, hour: '10:00', date: 'last' }, hourly: { enabled: true } } },
 ];
 
 /** [what is wrong, the settings, text the error message must contain] */
 const REFUSED: [string, Record<string, unknown>, string][] = [
-  ...(['hourly', 'daily', 'weekly', 'monthly'] as const).map((o): [string, Record<string, unknown>, string] => [`default ${o}`, { options: { EMAIL: { defaultDeliveryOption: o } } }, 'options.EMAIL.defaultDeliveryOption: "' + o]),
-  ...(['hourly', 'daily', 'weekly', 'monthly'] as const).map((o): [string, Record<string, unknown>, string] => [`${o} enabled`, { options: { SMS: { defaultDeliveryOption: 'instant', [o]: { enabled: true } } } }, `options.SMS.${o}.enabled`]),
+  ...(['hourly', 'daily', 'weekly', 'monthly'] as const).map((o): [string, Record<string, unknown>, string] => [`default ${o} disabled`, { options: { EMAIL: { defaultDeliveryOption: o, [o]: { enabled: false } } } }, `options.EMAIL.${o}.enabled is false`]),
   ['unknown default', { options: { EMAIL: { defaultDeliveryOption: 'sometimes' } } }, 'defaultDeliveryOption'],
   ['no default', { options: { EMAIL: { off: { enabled: true } } } }, 'defaultDeliveryOption'],
   ...['24:00', '9:00', '09:60', '0900', '09:00:00', '', 'noon'].map((hour): [string, Record<string, unknown>, string] => [`hour ${hour}`, { options: { EMAIL: { defaultDeliveryOption: 'instant', daily: { enabled: false, hour } } } }, 'daily/hour']),
@@ -97,7 +101,7 @@ describe.each(STORAGE_KINDS)('notification type delivery settings (%s)', (kind) 
   });
 
   it('says what to do instead when a setting is not supported yet', async () => {
-    const res = await req('POST', '/types', { notificationId: 'digest', title: 'x', channels: ['EMAIL'], options: { EMAIL: { defaultDeliveryOption: 'daily', daily: { enabled: true, hour: '09:00' } } } });
-    expect(res.json().error).toMatchObject({ code: 'VALIDATION_FAILED', message: expect.stringContaining('not supported yet') as unknown, fix: expect.stringContaining('"instant" or "off"') as unknown });
+    const res = await req('POST', '/types', { notificationId: 'dedup', title: 'x', channels: ['EMAIL'], deduplication: { duration: 60 } });
+    expect(res.json().error).toMatchObject({ code: 'VALIDATION_FAILED', message: expect.stringContaining('not supported yet') as unknown, fix: expect.stringContaining('Leave deduplication out') as unknown });
   });
 });

@@ -15,16 +15,21 @@
  *   skipped     delivery `skipped`; today routing records skipped channels on the message
  *               (messages.skipped), and the `processed` event carries them in its details
  *   canceled    message `canceled`: its schedule was deleted before it ran
+ *   digested    delivery `digested`: routing collected it into a digest (the user's or the
+ *               type's delivery option on that channel is hourly, daily, weekly or monthly); it
+ *               goes out inside the digest's own message (modules/digests), whose trackingId its
+ *               log fields name once the digest is claimed. Failed when the digest could not be
+ *               made (its recipient was deleted before it was due).
  *
- * `held`, `digested` and `retracted` are reserved for what comes next (quiet hours, digests,
- * retraction): declared so that code and consumers can name them, with no transition into or
- * out of them yet, so the ledger refuses them until a feature defines its transitions here.
+ * `held` and `retracted` are reserved for what comes next (quiet hours, retraction): declared so
+ * that code and consumers can name them, with no transition into or out of them yet, so the
+ * ledger refuses them until a feature defines its transitions here.
  */
 
 export const MESSAGE_STATES = ['scheduled', 'queued', 'processed', 'canceled', 'failed'] as const;
-export const DELIVERY_STATES = ['pending', 'sent', 'delivered', 'failed', 'skipped'] as const;
+export const DELIVERY_STATES = ['pending', 'sent', 'delivered', 'failed', 'skipped', 'digested'] as const;
 /** Reserved: no transition leads into or out of them yet. */
-export const RESERVED_STATES = ['held', 'digested', 'retracted'] as const;
+export const RESERVED_STATES = ['held', 'retracted'] as const;
 
 export type StoredMessageState = (typeof MESSAGE_STATES)[number];
 export type StoredDeliveryStatus = (typeof DELIVERY_STATES)[number];
@@ -48,13 +53,13 @@ export const MESSAGE_TRANSITIONS: TransitionTable<MessageState> = {
   canceled: [],
   failed: [],
   held: [],
-  digested: [],
   retracted: [],
 };
 
 export const DELIVERY_TRANSITIONS: TransitionTable<DeliveryStatus> = {
-  // Created pending; or failed at once (its content could not be rendered); or skipped (routing).
-  new: ['pending', 'failed', 'skipped'],
+  // Created pending; or failed at once (its content could not be rendered); or skipped (routing);
+  // or collected into a digest (routing, the channel's delivery option being a digest).
+  new: ['pending', 'failed', 'skipped', 'digested'],
   // A retry keeps a delivery pending (an attempt, not a transition).
   pending: ['sent', 'delivered', 'failed'],
   // The provider's report (SMS and call status callbacks).
@@ -63,7 +68,8 @@ export const DELIVERY_TRANSITIONS: TransitionTable<DeliveryStatus> = {
   failed: [],
   skipped: [],
   held: [],
-  digested: [],
+  // Its digest could not be made (the recipient was deleted before it was due).
+  digested: ['failed'],
   retracted: [],
 };
 

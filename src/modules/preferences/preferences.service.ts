@@ -4,7 +4,7 @@ import { invalid, notFound } from '../../errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from '../sending/channels.js';
-import { type OptionsChannel, type TypeOptions, defaultDelivery, isSupportedDelivery, pickableDeliveries } from '../types/delivery-options.js';
+import { DELIVERY_OPTIONS, type OptionsChannel, type TypeOptions, defaultDelivery, isDeliveryOption, pickableDeliveries } from '../types/delivery-options.js';
 import { TypesRepository } from '../types/types.repository.js';
 import { type NotificationType, toNotificationType } from '../types/types.service.js';
 import type { WebhookEventType } from '../webhooks/events.js';
@@ -117,10 +117,14 @@ export class PreferencesService {
         const delivery = checkedDelivery(item, index);
         for (const channel of item.channel ? [item.channel] : channelsOf(type)) {
           const options = type.options?.[channel as OptionsChannel];
-          if (!pickableDeliveries(options).includes(delivery)) {
+          const pickable = pickableDeliveries(options, channel);
+          if (!pickable.includes(delivery)) {
+            const why = channel === 'INAPP_WEB' && delivery !== 'off' && delivery !== 'instant'
+              ? 'in-app has no digests'
+              : `options.${channel}.${delivery}.enabled is ${delivery === 'off' || delivery === 'instant' ? 'false' : 'not true'}`;
             throw invalid(
-              `[${index}].delivery: "${delivery}" is not an option users may pick for ${channel} of type "${type.notificationId}" (options.${channel}.${delivery}.enabled is false).`,
-              `Pick one of: ${pickableDeliveries(options).join(', ') || 'none'}.`,
+              `[${index}].delivery: "${delivery}" is not an option users may pick for ${channel} of type "${type.notificationId}" (${why}).`,
+              `Pick one of: ${pickable.join(', ') || 'none'}.`,
             );
           }
           wanted.push({ notificationId: item.notificationId, subNotificationId: item.subNotificationId ?? '', channel, delivery });
@@ -220,11 +224,11 @@ function optionsFor(type: NotificationType): TypeOptions {
   return options;
 }
 
-/** The route schemas allow every delivery option of the clients; digests are refused here until they are built. */
+/** One of the clients' delivery options; whether the type lets users pick it is checked per channel. */
 function checkedDelivery(item: PreferenceInput, index: number): PreferenceDelivery {
-  if (item.delivery === undefined) throw invalid(`[${index}].delivery is required.`, 'Send "off" or "instant".');
-  if (!isSupportedDelivery(item.delivery)) {
-    throw invalid(`[${index}].delivery: "${item.delivery}" is not supported yet (digests are not built).`, 'Send "off" or "instant".');
+  if (item.delivery === undefined) throw invalid(`[${index}].delivery is required.`, `Send one of: ${DELIVERY_OPTIONS.join(', ')}.`);
+  if (!isDeliveryOption(item.delivery)) {
+    throw invalid(`[${index}].delivery: "${item.delivery}" is not a delivery option.`, `Send one of: ${DELIVERY_OPTIONS.join(', ')}.`);
   }
   return item.delivery;
 }

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
+import type { DeliveryOption } from '../types/delivery-options.js';
 
 /**
  * A user's delivery option for one notification type (or one sub-notification of it) on one
@@ -21,8 +22,8 @@ export interface UserPreferencesTable {
   updated_at: string;
 }
 
-/** The delivery options a preference may hold today; the digest options come with digests. */
-export type PreferenceDelivery = 'off' | 'instant';
+/** The delivery options a preference may hold: off, instant and the digests (hourly, daily, weekly, monthly). */
+export type PreferenceDelivery = DeliveryOption;
 export type PreferenceSource = 'unsubscribe' | 'api' | 'user';
 
 export type PreferencesTables = { user_preferences: UserPreferencesTable };

@@ -5,10 +5,13 @@ import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.
 import { RenderPool } from '../../rendering/render-pool.js';
 import type { Channel } from '../../http/schemas.js';
 import { type LedgerSession, successFields } from '../delivery/ledger.js';
+import { zoneOrUtc } from '../digests/digest-schedule.js';
+import type { CollectedDelivery, DigestsService } from '../digests/digests.service.js';
 import type { TemplatesService } from '../templates/templates.service.js';
 import type { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
 import { DeliveryRuns, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
+import { carriedDigest, digestContent, digestScheduleOf } from './digest-routing.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
 import { INGEST_SENDS_JOB } from './messages.journal.js';
 import { MessagesRepository } from './messages.repository.js';
@@ -32,11 +35,13 @@ export const PROCESSING_FAILED = 'PROCESSING_FAILED';
 export interface DeliveryWorkerServices {
   users: UsersService;
   templates: TemplatesService;
+  digests: DigestsService;
 }
 
 export class DeliveryWorker {
   private readonly users: UsersService;
   private readonly templates: TemplatesService;
+  private readonly digests: DigestsService;
   private readonly deliveries: DeliveryRuns;
 
   constructor(
@@ -51,6 +56,7 @@ export class DeliveryWorker {
   ) {
     this.users = services.users;
     this.templates = services.templates;
+    this.digests = services.digests;
     this.deliveries = new DeliveryRuns(deps, executors, this.users, retryBaseMs);
   }
 
@@ -257,7 +263,8 @@ export class DeliveryWorker {
       // Messages that only make deliveries for jobs (no in-transaction delivery, such as in-app):
       // written together, a few statements for the batch instead of five per message. Should
       // that fail, each message is written alone in its own savepoint, as the others are.
-      const together = plans.filter(({ plan }) => !plan.rows.some((row) => this.deliversInTransaction(row)));
+      // Messages that collect into digests write digest rows too: alone.
+      const together = plans.filter(({ plan }) => !plan.rows.some((row) => this.deliversInTransaction(row)) && plan.collected.length === 0);
       let alone = plans;
       if (together.length > 1 && (await this.applyTogether(tx, together.map((p) => p.plan), now))) {
         const done = new Set(together);
@@ -337,13 +344,20 @@ export class DeliveryWorker {
     const type = await reads.type(message);
 
     const contents = new Map<SendChannel, Record<string, unknown>>();
-    const templated = await reads.channelsWithTemplates(message);
-    for (const { channel } of SEND_CHANNELS) {
-      const inline = this.executors[channel]?.fromInline(body) ?? inlineOf(body, channel);
-      if (inline) contents.set(channel, inline);
-      else if (templated.has(channel)) {
-        const template = await reads.resolveTemplate(message, channel, body.templateId);
-        if (template) contents.set(channel, template.content as Record<string, unknown>);
+    // A digest's own message: its channel only, rendered by the type's digest template.
+    const carried = await carriedDigest(reads, message, body);
+    if (carried) {
+      const digest = await digestContent(reads, message, carried);
+      if (digest) contents.set(digest.channel, digest.content);
+    } else {
+      const templated = await reads.channelsWithTemplates(message);
+      for (const { channel } of SEND_CHANNELS) {
+        const inline = this.executors[channel]?.fromInline(body) ?? inlineOf(body, channel);
+        if (inline) contents.set(channel, inline);
+        else if (templated.has(channel)) {
+          const template = await reads.resolveTemplate(message, channel, body.templateId);
+          if (template) contents.set(channel, template.content as Record<string, unknown>);
+        }
       }
     }
 
@@ -361,6 +375,8 @@ export class DeliveryWorker {
     const context = buildRenderContext(send.parameters, user as unknown as Record<string, unknown>);
     const resolveComponents = reads.components(message);
     const rows: DeliveryRow[] = [];
+    const collected: CollectedDelivery[] = [];
+    const forced = Boolean(body.forceChannels?.length);
     const skipped: Record<string, string> = {};
     for (const decision of decisions) {
       if (decision.routing === 'SKIP') {
@@ -397,14 +413,20 @@ export class DeliveryWorker {
         if (!(err instanceof TemplateRenderError)) throw err;
         Object.assign(row, { status: 'failed', failed_at: now, failed_code: 'TEMPLATE_RENDER_FAILED', failed_internal: err.message });
       }
+      // Rendered now (its preview and content are the digest's item); sent later, in the digest.
+      const schedule = carried || row.status !== 'pending' ? null : digestScheduleOf(reads, message, type, decision.channel, forced);
+      if (schedule) {
+        row.status = 'digested';
+        collected.push({ row, userId: message.user_id, notificationId: message.notification_id, schedule, zone: zoneOrUtc(user.timezone) });
+      }
       rows.push(row);
     }
 
-    return { trackingId, message, body, now, skipped, rows };
+    return { trackingId, message, body, now, skipped, rows, collected };
   }
 
   /** Writes one planned message inside the ledger's transaction `tx`; returns what to run once it committed. */
-  private async apply(tx: LedgerSession, { message, body, now, skipped, rows }: MessagePlan): Promise<(() => Promise<void>)[]> {
+  private async apply(tx: LedgerSession, { message, body, now, skipped, rows, collected }: MessagePlan): Promise<(() => Promise<void>)[]> {
     const afterCommit: (() => Promise<void>)[] = [];
     const trx = tx.db;
     // Only the run that moves the message on writes its deliveries (a re-run after a crash finds it processed).
@@ -421,7 +443,10 @@ export class DeliveryWorker {
       attempts.push(successAttempt(this.deps.ids.uuid(), row.id, 1, started, at, outcome));
       if (outcome.afterCommit) afterCommit.push(outcome.afterCommit);
     }
+    // Collected deliveries join their digests in this transaction: durable with the routing decision.
+    const items = collected.length > 0 ? await this.digests.collect(tx, collected, now) : [];
     await tx.insertDeliveries(rows, attempts);
+    if (items.length > 0) await this.digests.addItems(tx, items);
     for (const row of rows) {
       if (row.status === 'pending') await this.queue.enqueue(trx, DELIVER_JOB, { deliveryId: row.id }, { maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 });
     }
@@ -443,6 +468,8 @@ interface MessagePlan {
   now: string;
   skipped: Record<string, string>;
   rows: DeliveryRow[];
+  /** Rows (status digested) that go into digests instead of out now. */
+  collected: CollectedDelivery[];
 }
 
 const channelOf = (log: string) => SEND_CHANNELS.find((c) => c.log === log)!.channel;

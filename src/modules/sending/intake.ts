@@ -100,6 +100,15 @@ export class SendIntake {
     }
   }
 
+  /**
+   * Writes units inside the caller's transaction, as one batch with no redo: an error (a refused
+   * recipient, a counter moved by a concurrent batch) fails the caller's transaction, which its
+   * caller retries. For writes that must commit with the send (a digest's claim and its message).
+   */
+  acceptWithin(trx: Kysely<CoreTables>, units: IntakeUnit[]): Promise<IntakeOutcome[]> {
+    return this.writeBatch(trx, units, false);
+  }
+
   /** A unit alone that met a concurrent batch (RedoAlone) reads again and retries, a few times. */
   private async retryAlone(unit: IntakeUnit, error: unknown): Promise<IntakeOutcome> {
     for (let attempt = 0; error instanceof RedoAlone && attempt < REDO_ATTEMPTS; attempt++) {

@@ -2,12 +2,17 @@ import type { Deps } from '../../deps.js';
 import type { ComponentResolver } from '../../rendering/liquid.js';
 import { componentResolver } from '../components/components.service.js';
 import { type EnvironmentRow, EnvironmentsRepository } from '../environments/environments.repository.js';
+import { DigestsRepository } from '../digests/digests.repository.js';
+import type { DigestRow } from '../digests/digests.tables.js';
 import { PreferenceBook } from '../preferences/preferences.service.js';
+import type { PreferenceDelivery } from '../preferences/preferences.tables.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import type { ResolvedTemplate, TemplatesService } from '../templates/templates.service.js';
+import type { DigestOption } from '../types/delivery-options.js';
 import { type NotificationType, ensureType } from '../types/types.service.js';
 import type { UsersService } from '../users/users.service.js';
 import type { Suppressions, User } from '../users/users.types.js';
+import type { SendChannel } from './channels.js';
 import { MessagesRepository } from './messages.repository.js';
 import type { MessageRow } from './sending.tables.js';
 
@@ -66,6 +71,24 @@ export class PlanningReads {
   channelsOff(message: MessageRow, type: Pick<NotificationType, 'notificationId' | 'options'>): { byUser: ReadonlySet<string>; byDefault: ReadonlySet<string> } {
     const book = this.preferences.get(envKey(message));
     return book ? book.channelsOff(message.user_id, type, message.sub_notification_id) : { byUser: NONE, byDefault: NONE };
+  }
+
+  /** The delivery option of one channel of the message (PreferenceBook.resolve); explicit: the user's own choice. */
+  deliveryOf(message: MessageRow, type: Pick<NotificationType, 'notificationId' | 'options'>, channel: SendChannel): { delivery: PreferenceDelivery; explicit: boolean } {
+    const book = this.preferences.get(envKey(message)) ?? PreferenceBook.of([]);
+    return book.resolve(message.user_id, type, message.sub_notification_id, channel);
+  }
+
+  /** The digest a message carries (its request names it and the digest was claimed with this message); undefined otherwise. */
+  digestCarried(message: MessageRow, digestId: string): Promise<DigestRow | undefined> {
+    return new DigestsRepository(this.deps.db).carriedBy(message.account_id, message.env_id, digestId, message.tracking_id);
+  }
+
+  /** The type's digest template on a channel for a digest option; null: the built-in one applies. */
+  digestTemplate(message: MessageRow, channel: string, option: DigestOption): Promise<ResolvedTemplate | null> {
+    return this.once(`digest\u0000${typeKey(message)}\u0000${channel}\u0000${option}`, () =>
+      this.templates.digestTemplate(message.account_id, message.env_id, message.notification_id, channel, option),
+    );
   }
 
   environment(message: MessageRow): Promise<EnvironmentRow | undefined> {

@@ -38,8 +38,8 @@ export type DeliveriesTable = {
   channel: string;
   routing: 'SEND' | 'SKIP';
   routing_reason: string | null;
-  /** pending -> sent (-> delivered) | failed; skipped when routing is SKIP. */
-  status: 'pending' | 'sent' | 'delivered' | 'failed' | 'skipped';
+  /** pending -> sent (-> delivered) | failed; skipped when routing is SKIP; digested: collected into a digest (modules/digests). */
+  status: 'pending' | 'sent' | 'delivered' | 'failed' | 'skipped' | 'digested';
   content: string | null;
   preview: string | null;
   attempts: number;

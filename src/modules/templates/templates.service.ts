@@ -186,6 +186,24 @@ export class TemplatesService {
     };
   }
 
+  /**
+   * A type's digest template on a channel for a digest mode (hourly, daily, weekly, monthly): the
+   * template that is the default for that mode (setDefault with `modes`), unless it is the instant
+   * default too. The first template of a channel becomes the default of every mode, so without
+   * this rule a type's one instant template would render its digests, a single message's template
+   * over a list of items; null then, and the built-in digest template applies (docs/digests.md).
+   */
+  async digestTemplate(accountId: string, envId: string, notificationId: string, channel: string, mode: Exclude<DeliveryMode, 'instant'>): Promise<ResolvedTemplate | null> {
+    const k = this.key(accountId, envId, notificationId, channel);
+    const repo = new TemplatesRepository(this.deps.db);
+    const defaults = await repo.defaults(k);
+    const templateId = defaults.find((d) => d.mode === mode)?.template_id;
+    if (templateId === undefined || defaults.some((d) => d.mode === 'instant' && d.template_id === templateId)) return null;
+    const row = await repo.find(k, templateId);
+    if (!row) return null;
+    return { templateId: row.template_id, channel: k.channel as TemplateChannel, content: JSON.parse(row.content) as TemplateContent, default: true };
+  }
+
   private async read(repo: TemplatesRepository, k: TemplateKey, templateId: string): Promise<TemplateRecord> {
     const row = await this.findOrThrow(repo, k, templateId);
     return toRecord(row, await repo.defaults(k));

@@ -12,13 +12,14 @@ import { StringEnum } from '../../http/schemas.js';
 
 export const DELIVERY_OPTIONS = ['off', 'instant', 'hourly', 'daily', 'weekly', 'monthly'] as const;
 export type DeliveryOption = (typeof DELIVERY_OPTIONS)[number];
-/** The digest options: accepted in a type's settings only switched off until digests are built (issue 13, item 3). */
+/** The digest options: every channel but in-app (modules/digests, docs/digests.md). */
 export const DIGEST_OPTIONS = ['hourly', 'daily', 'weekly', 'monthly'] as const;
-/** The options a channel can be set to today, by a type's default or a user's preference. */
-export const SUPPORTED_DELIVERY_OPTIONS = ['off', 'instant'] as const;
-export type SupportedDelivery = (typeof SUPPORTED_DELIVERY_OPTIONS)[number];
+export type DigestOption = (typeof DIGEST_OPTIONS)[number];
+/** The options of every channel, in-app's only ones. */
+export const BASE_DELIVERY_OPTIONS = ['off', 'instant'] as const;
 
-export const isSupportedDelivery = (value: string): value is SupportedDelivery => (SUPPORTED_DELIVERY_OPTIONS as readonly string[]).includes(value);
+export const isDeliveryOption = (value: string): value is DeliveryOption => (DELIVERY_OPTIONS as readonly string[]).includes(value);
+export const isDigestOption = (value: string): value is DigestOption => (DIGEST_OPTIONS as readonly string[]).includes(value);
 
 /** HH:MM on a 24-hour clock: 00:00 to 23:59. */
 export const HOUR_PATTERN = '^([01][0-9]|2[0-3]):[0-5][0-9]$';
@@ -43,7 +44,7 @@ export const ChannelOptionsSchema = strict({
 
 /** In-app: off and instant, instant with optional batching. */
 export const InappOptionsSchema = strict({
-  defaultDeliveryOption: StringEnum(SUPPORTED_DELIVERY_OPTIONS),
+  defaultDeliveryOption: StringEnum(BASE_DELIVERY_OPTIONS),
   off: Type.Optional(Toggle),
   instant: Type.Optional(
     strict({
@@ -99,25 +100,18 @@ const notYet = (field: string, what: string, fix: string) => invalid(`${field}: 
 /**
  * Refuses what the schema lets through but the server cannot honour (issue 14: never store a
  * setting and ignore it) and a default the type does not allow:
- * - a digest option (hourly, daily, weekly, monthly) as the default, or enabled;
  * - in-app batching switched on;
  * - deduplication, throttling and retention (clearing them with null is accepted);
  * - a default option whose own entry says `enabled: false`.
+ * Digest options (hourly, daily, weekly, monthly) are accepted on every channel but in-app (whose
+ * schema has none); their `hour`, `day` and `date` are checked by the schema.
  */
 export function checkTypeSettings(settings: TypeSettings): void {
   for (const [channel, options] of Object.entries(settings.options ?? {}) as [OptionsChannel, ChannelOptions | InappOptions | undefined][]) {
     if (!options) continue;
     const at = `options.${channel}`;
     const chosen = options.defaultDeliveryOption;
-    if (!isSupportedDelivery(chosen)) {
-      throw notYet(`${at}.defaultDeliveryOption`, `"${chosen}" (a digest)`, 'Digests are not built yet: use "instant" or "off".');
-    }
     const entries = entriesOf(options);
-    for (const digest of DIGEST_OPTIONS) {
-      if (entries[digest]?.enabled) {
-        throw notYet(`${at}.${digest}.enabled`, `true (the "${digest}" digest)`, `Digests are not built yet: set ${at}.${digest}.enabled to false or leave ${digest} out.`);
-      }
-    }
     if (entries[chosen]?.enabled === false) {
       throw invalid(`${at}.defaultDeliveryOption is "${chosen}", but ${at}.${chosen}.enabled is false.`, `Enable ${at}.${chosen}, or choose another default.`);
     }
@@ -130,14 +124,19 @@ export function checkTypeSettings(settings: TypeSettings): void {
   if (settings.retention != null) throw notYet('retention', 'a per-type retention', 'Leave retention out (or null): logs follow the server-wide retention (GET /logs/retention).');
 }
 
-/** The delivery options a user may pick on a channel of a type: off and instant unless the type disabled them. */
-export function pickableDeliveries(options: ChannelOptions | InappOptions | undefined): SupportedDelivery[] {
+/**
+ * The delivery options a user may pick on a channel of a type: off and instant unless the type
+ * disabled them; a digest option when the type offers it (`<option>.enabled: true`) or makes it
+ * the default. In-app has no digests.
+ */
+export function pickableDeliveries(options: ChannelOptions | InappOptions | undefined, channel?: string): DeliveryOption[] {
   const entries = entriesOf(options);
-  return SUPPORTED_DELIVERY_OPTIONS.filter((option) => entries[option]?.enabled !== false);
+  const base = BASE_DELIVERY_OPTIONS.filter((option) => entries[option]?.enabled !== false);
+  if (channel === 'INAPP_WEB') return base;
+  return [...base, ...DIGEST_OPTIONS.filter((option) => entries[option]?.enabled === true || (options?.defaultDeliveryOption === option && entries[option]?.enabled !== false))];
 }
 
 /** The option of a channel of a type until the user picks one. */
-export function defaultDelivery(options: ChannelOptions | InappOptions | undefined): SupportedDelivery {
-  const chosen = options?.defaultDeliveryOption;
-  return chosen !== undefined && isSupportedDelivery(chosen) ? chosen : 'instant';
+export function defaultDelivery(options: ChannelOptions | InappOptions | undefined): DeliveryOption {
+  return options?.defaultDeliveryOption ?? 'instant';
 }
