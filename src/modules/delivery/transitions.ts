@@ -15,16 +15,22 @@
  *   skipped     delivery `skipped`; today routing records skipped channels on the message
  *               (messages.skipped), and the `processed` event carries them in its details
  *   canceled    message `canceled`: its schedule was deleted before it ran
+ *   retracted   message `retracted`: retracted (POST /{clientId}/sender/retract) before it was
+ *               processed, so it never makes deliveries; delivery `retracted`: a delivery still
+ *               pending (its provider call not made, or waiting for a retry) that will not be
+ *               made, or an in-app notification that was removed from the user's inbox
+ *               (delivered -> retracted; LedgerSession.retract applies it to in-app only: what
+ *               another channel delivered stays delivered, it cannot be taken back).
  *
- * `held`, `digested` and `retracted` are reserved for what comes next (quiet hours, digests,
- * retraction): declared so that code and consumers can name them, with no transition into or
- * out of them yet, so the ledger refuses them until a feature defines its transitions here.
+ * `held` and `digested` are reserved for what comes next (quiet hours, digests): declared so that
+ * code and consumers can name them, with no transition into or out of them yet, so the ledger
+ * refuses them until a feature defines its transitions here.
  */
 
-export const MESSAGE_STATES = ['scheduled', 'queued', 'processed', 'canceled', 'failed'] as const;
-export const DELIVERY_STATES = ['pending', 'sent', 'delivered', 'failed', 'skipped'] as const;
+export const MESSAGE_STATES = ['scheduled', 'queued', 'processed', 'canceled', 'failed', 'retracted'] as const;
+export const DELIVERY_STATES = ['pending', 'sent', 'delivered', 'failed', 'skipped', 'retracted'] as const;
 /** Reserved: no transition leads into or out of them yet. */
-export const RESERVED_STATES = ['held', 'digested', 'retracted'] as const;
+export const RESERVED_STATES = ['held', 'digested'] as const;
 
 export type StoredMessageState = (typeof MESSAGE_STATES)[number];
 export type StoredDeliveryStatus = (typeof DELIVERY_STATES)[number];
@@ -42,29 +48,32 @@ export const MESSAGE_TRANSITIONS: TransitionTable<MessageState> = {
   // Acceptance (written by the intake, which records no event yet).
   new: ['scheduled', 'queued'],
   // scheduled -> scheduled: its body or time changed (a schedule update).
-  scheduled: ['scheduled', 'processed', 'canceled', 'failed'],
-  queued: ['processed', 'failed'],
+  scheduled: ['scheduled', 'processed', 'canceled', 'failed', 'retracted'],
+  // queued -> retracted: the worker routes only queued or scheduled messages, so it makes nothing.
+  queued: ['processed', 'failed', 'retracted'],
   processed: [],
   canceled: [],
   failed: [],
+  retracted: [],
   held: [],
   digested: [],
-  retracted: [],
 };
 
 export const DELIVERY_TRANSITIONS: TransitionTable<DeliveryStatus> = {
   // Created pending; or failed at once (its content could not be rendered); or skipped (routing).
   new: ['pending', 'failed', 'skipped'],
   // A retry keeps a delivery pending (an attempt, not a transition).
-  pending: ['sent', 'delivered', 'failed'],
+  // pending -> retracted: a retract before the provider call (delivery jobs skip what is not pending).
+  pending: ['sent', 'delivered', 'failed', 'retracted'],
   // The provider's report (SMS and call status callbacks).
   sent: ['delivered', 'failed'],
-  delivered: [],
+  // An in-app notification removed by a retract (in-app only: see the header).
+  delivered: ['retracted'],
   failed: [],
   skipped: [],
+  retracted: [],
   held: [],
   digested: [],
-  retracted: [],
 };
 
 export type TransitionKind = 'message' | 'delivery';

@@ -101,7 +101,7 @@ const notYet = (field: string, what: string, fix: string) => invalid(`${field}: 
  * setting and ignore it) and a default the type does not allow:
  * - a digest option (hourly, daily, weekly, monthly) as the default, or enabled;
  * - in-app batching switched on;
- * - deduplication, throttling and retention (clearing them with null is accepted);
+ * - deduplication and throttling (clearing them with null is accepted);
  * - a default option whose own entry says `enabled: false`.
  */
 export function checkTypeSettings(settings: TypeSettings): void {
@@ -127,7 +127,6 @@ export function checkTypeSettings(settings: TypeSettings): void {
   }
   if (settings.deduplication != null) throw notYet('deduplication', 'deduplication', 'Leave deduplication out (or null): it is not enforced yet.');
   if (settings.throttling != null) throw notYet('throttling', 'throttling', 'Leave throttling out (or null): it is not enforced yet.');
-  if (settings.retention != null) throw notYet('retention', 'a per-type retention', 'Leave retention out (or null): logs follow the server-wide retention (GET /logs/retention).');
 }
 
 /** The delivery options a user may pick on a channel of a type: off and instant unless the type disabled them. */
