@@ -1,5 +1,4 @@
 import type { DeliveryRow, MessageRow } from '../sending/sending.tables.js';
-import type { LOG_STATUSES } from './logs.service.js';
 
 export type LogRecord = Record<string, string | number | boolean | undefined> & { trackingId: string; accountId: string };
 
@@ -65,7 +64,7 @@ export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[]): Log
  * Overall status of a log, for statusFilter: the worst delivery state wins. Retracted deliveries
  * do not count, unless every delivery was retracted (then the log is `retracted`).
  */
-export function logStatus(message: MessageRow, deliveries: DeliveryRow[]): (typeof LOG_STATUSES)[number] {
+export function logStatus(message: MessageRow, deliveries: DeliveryRow[]): 'scheduled' | 'canceled' | 'processing' | 'failed' | 'sent' | 'delivered' | 'skipped' | 'retracted' {
   if (message.state === 'scheduled') return 'scheduled';
   if (message.state === 'canceled') return 'canceled';
   if (message.state === 'failed') return 'failed';
