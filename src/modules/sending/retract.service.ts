@@ -58,8 +58,10 @@ export class RetractService {
     await new MessagesRepository(this.deps.db).flushAccepted();
     const { result, removed } = await this.deps.ledger.transaction(async (tx) => {
       const trackingIds = await new RetractRepository(tx.db).retractable(scope, target);
-      const removed = await new InappRepository(tx.db).deleteOfType(inappScope, target.notificationId, target.subNotificationId);
       const { messages, deliveries } = await tx.retract(trackingIds, at);
+      // After the ledger's updates: one that waited for a worker's commit (a send being routed
+      // right now, PostgreSQL) retracted its in-app delivery, and this later statement sees its row.
+      const removed = await new InappRepository(tx.db).deleteOfType(inappScope, target.notificationId, target.subNotificationId);
       const touched = new Set([...removed, ...messages, ...deliveries.map((d) => d.tracking_id)]);
       for (const step of this.steps) for (const id of await step(tx, scope, target, trackingIds, at)) touched.add(id);
       const result: RetractResult = { trackingIds: [...touched].sort(), inappNotifications: removed.length, deliveries: deliveries.length, messages: messages.length };
