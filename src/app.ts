@@ -17,6 +17,7 @@ import { logRoutes } from './modules/logs/logs.routes.js';
 import { apnRoutes } from './modules/push/apn.routes.js';
 import { fcmRoutes } from './modules/push/fcm.routes.js';
 import { webPushRoutes } from './modules/push/web-push.routes.js';
+import { retractRoutes } from './modules/sending/retract.routes.js';
 import { sendingRoutes } from './modules/sending/sending.routes.js';
 import { slackRoutes } from './modules/slack/slack.routes.js';
 import { telephonyRoutes } from './modules/telephony/telephony.routes.js';
@@ -31,6 +32,7 @@ import { addressRoutes } from './modules/addresses/addresses.routes.js';
 import { domainRoutes } from './modules/domains/domains.routes.js';
 import { webhookRoutes } from './modules/webhooks/webhooks.routes.js';
 import { preferenceRoutes } from './modules/preferences/preferences.routes.js';
+import { subNotificationRoutes } from './modules/preferences/sub-notifications.routes.js';
 import { engagementRoutes } from './modules/engagement/engagement.routes.js';
 import type { Services } from './services.js';
 
@@ -116,7 +118,9 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   emailSettingsRoutes(app, services.emailSettings);
   await inappRoutes(app, deps, services);
   preferenceRoutes(app, services);
+  subNotificationRoutes(app, services.subNotifications);
   sendingRoutes(app, services.sending);
+  retractRoutes(app, services.retract);
   logRoutes(app, deps, services.logs);
   await telephonyRoutes(app, services);
   webPushRoutes(app, services);

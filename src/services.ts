@@ -26,10 +26,12 @@ import { KeysRepository } from './modules/keys/keys.repository.js';
 import { KeysService } from './modules/keys/keys.service.js';
 import { LogsService } from './modules/logs/logs.service.js';
 import { PreferencesService } from './modules/preferences/preferences.service.js';
+import { SubNotificationsService } from './modules/preferences/sub-notifications.service.js';
 import { ApnSettingsService } from './modules/push/apn-settings.service.js';
 import { FcmSettingsService } from './modules/push/fcm.service.js';
 import { WebPushService } from './modules/push/web-push.service.js';
 import { SendIntake } from './modules/sending/intake.js';
+import { RetractService } from './modules/sending/retract.service.js';
 import { SendingService } from './modules/sending/sending.service.js';
 import { SlackSettingsService } from './modules/slack/slack.service.js';
 import { TelephonyCallbacks } from './modules/telephony/callbacks.service.js';
@@ -79,11 +81,15 @@ export interface Services {
   numbers: NumbersService;
   telephonyCallbacks: TelephonyCallbacks;
   sending: SendingService;
+  /** Retract: takes back a user's sends of a type (modules/sending, through the ledger). Digests add their RetractStep here. */
+  retract: RetractService;
   logs: LogsService;
   /** Webhook endpoints and this process's webhook worker (started with the other workers). */
   webhooks: WebhooksService;
   /** User preferences per type, sub-notification and channel: their one writer (modules/preferences). */
   preferences: PreferencesService;
+  /** Sub-notifications of types with their titles (modules/preferences). */
+  subNotifications: SubNotificationsService;
   /** Open and click tracking, one-click unsubscribe (modules/engagement). */
   engagement: EngagementService;
   /** Digests: collected in routing, sent by their periodic job (modules/digests). */
@@ -144,9 +150,11 @@ export function buildServices(deps: Deps): Services {
     numbers,
     telephonyCallbacks: new TelephonyCallbacks(deps, users, webhooks.outbox, repositories.telephony),
     sending: new SendingService(deps, deps.queue, domains),
+    retract: new RetractService(deps),
     logs: new LogsService(deps, deps.queue),
     webhooks,
     preferences,
+    subNotifications: new SubNotificationsService(deps),
     engagement,
     // Its own intake: a digest's message is accepted inside the transaction that claims it.
     digests: new DigestsService(deps, new SendIntake(deps, deps.queue)),

@@ -108,10 +108,16 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'GET /users/:userId/preferences': 'environment',
   'POST /user_preferences/:userId': 'environment',
   'DELETE /users/:userId/preferences': 'environment',
+  // Sub-notifications: the older server SDK's (path clientId) and API keys'
+  'PUT /:clientId/notifications/:notificationId/subNotifications/:subNotificationId': 'environment',
+  'DELETE /:clientId/notifications/:notificationId/subNotifications/:subNotificationId': 'environment',
+  'PUT /notifications/:notificationId/subNotifications/:subNotificationId': 'environment',
+  'DELETE /notifications/:notificationId/subNotifications/:subNotificationId': 'environment',
 
   // Sending and logs
   'POST /send': 'environment',
   'POST /:clientId/sender': 'environment',
+  'POST /:clientId/sender/retract': 'environment',
   'PUT /sender/scheduler/:trackingId': 'environment',
   'DELETE /sender/scheduler/:trackingId': 'environment',
   'GET /logs/retention': 'environment',

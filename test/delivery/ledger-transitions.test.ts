@@ -27,7 +27,7 @@ describe.each(STORAGE_KINDS)('delivery ledger transition table (%s)', (kind) => 
   });
   afterAll(() => storage.destroy());
 
-  it('declares held and retracted with no transition into or out of them', () => {
+  it('declares held with no transition into or out of it', () => {
     for (const reserved of RESERVED_STATES) {
       for (const other of MESSAGE_ALL) {
         expect(messageTransitionAllowed(reserved, other)).toBe(false);
@@ -45,6 +45,15 @@ describe.each(STORAGE_KINDS)('delivery ledger transition table (%s)', (kind) => 
     expect(deliveryTransitionAllowed('digested', 'failed')).toBe(true);
     expect(deliveryTransitionAllowed('digested', 'sent')).toBe(false);
     expect(deliveryTransitionAllowed('pending', 'digested')).toBe(false);
+  });
+
+  it('lets a retract reach retracted from what was not processed or delivered yet (digests not sent included), and from in-app delivered, never out of it', () => {
+    expect(MESSAGE_ALL.filter((from) => messageTransitionAllowed(from, 'retracted'))).toEqual(['scheduled', 'queued']);
+    expect(DELIVERY_ALL.filter((from) => deliveryTransitionAllowed(from, 'retracted'))).toEqual(['pending', 'delivered', 'digested']);
+    expect(MESSAGE_ALL.filter((to) => messageTransitionAllowed('retracted', to))).toEqual([]);
+    expect(DELIVERY_ALL.filter((to) => deliveryTransitionAllowed('retracted', to))).toEqual([]);
+    // Sent is out of reach: what another channel sent cannot be taken back.
+    expect(deliveryTransitionAllowed('sent', 'retracted')).toBe(false);
   });
 
   it('refuses every message transition the table does not allow, and applies each one it allows', async () => {
@@ -68,8 +77,8 @@ describe.each(STORAGE_KINDS)('delivery ledger transition table (%s)', (kind) => 
         expect(refusals(lines).some((l) => l.trackingId === row.tracking_id && l.from === from && l.to === to), `${from} -> ${to} logged`).toBe(true);
       }
     }
-    // 7 states, 6 allowed changes (one is the schedule update, scheduled -> scheduled).
-    expect(refused).toBe(MESSAGE_ALL.length ** 2 - 6);
+    // 7 states, 8 allowed changes (one is the schedule update, scheduled -> scheduled; two a retract).
+    expect(refused).toBe(MESSAGE_ALL.length ** 2 - 8);
   });
 
   it('refuses every delivery transition the table does not allow, and applies each one it allows', async () => {
@@ -93,8 +102,8 @@ describe.each(STORAGE_KINDS)('delivery ledger transition table (%s)', (kind) => 
         expect(refusals(lines).some((l) => l.deliveryId === row.id && l.from === from && l.to === to), `${from} -> ${to} logged`).toBe(true);
       }
     }
-    // 8 statuses, 6 allowed changes (digested -> failed among them).
-    expect(refused).toBe(DELIVERY_ALL.length ** 2 - 6);
+    // 8 statuses, 9 allowed changes (digested -> failed, and three into retracted, among them).
+    expect(refused).toBe(DELIVERY_ALL.length ** 2 - 9);
   });
 
   it('refuses the same changes through the callers\' methods: processing, failing, creating', async () => {

@@ -1,7 +1,8 @@
 // A notification type's delivery settings over HTTP on both engines: every delivery option's
 // accepted values read back exactly as sent; refused values answer 400 VALIDATION_FAILED naming
 // the setting; settings the server does not enforce yet (in-app batching, deduplication,
-// throttling, retention) are refused, never stored. Digests are accepted (test/digests).
+// throttling) are refused, never stored. Digests are accepted (test/digests), and so is a
+// retention (days).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -52,7 +53,9 @@ const REFUSED: [string, Record<string, unknown>, string][] = [
   ['deduplication', { deduplication: { duration: 60 } }, 'deduplication'],
   ['throttling', { throttling: { max: 3, period: 1, unit: 'hours', forever: false, scope: ['userId'] } }, 'throttling'],
   ['throttling unit', { throttling: { max: 3, period: 1, unit: 'weeks', forever: false, scope: ['userId'] } }, 'unit'],
-  ['retention', { retention: 30 }, 'retention'],
+  ['retention negative', { retention: -1 }, 'retention'],
+  ['retention fraction', { retention: 1.5 }, 'retention'],
+  ['retention too large', { retention: 2_147_483_648 }, 'retention'],
 ];
 
 describe.each(STORAGE_KINDS)('notification type delivery settings (%s)', (kind) => {
@@ -98,6 +101,15 @@ describe.each(STORAGE_KINDS)('notification type delivery settings (%s)', (kind) 
     expect(kept.deduplication).toBeUndefined();
     expect(kept.throttling).toBeUndefined();
     expect(kept.retention).toBeUndefined();
+  });
+
+  it('accepts a retention in days, reads it back, and clears it with null', async () => {
+    const created = await req('POST', '/types', { notificationId: 'kept-a-week', title: 'x', channels: ['INAPP_WEB'], retention: 7 });
+    expect(created.statusCode, created.body).toBe(200);
+    expect(created.json().retention).toBe(7);
+    expect((await req('PATCH', '/types/kept-a-week', { retention: 0 })).json().retention).toBe(0);
+    expect((await req('GET', '/types/kept-a-week')).json()[0].retention).toBe(0);
+    expect((await req('PATCH', '/types/kept-a-week', { retention: null })).json().retention).toBeUndefined();
   });
 
   it('says what to do instead when a setting is not supported yet', async () => {

@@ -174,6 +174,33 @@ export class LedgerSession {
     return moved.length > 0;
   }
 
+  // --- retract ----------------------------------------------------------------------------
+
+  /**
+   * Retracts these messages (POST /{clientId}/sender/retract): those not processed yet (queued,
+   * scheduled) become `retracted` and will make no deliveries; their deliveries still pending, or
+   * collected in a digest not sent yet (which they then drop out of), become `retracted` (their jobs find nothing to do), and so do their in-app deliveries (the
+   * caller removes the notifications in this transaction). What another channel sent or
+   * delivered stays as it is. Each retracted delivery gets `<channel>_retracted_at` in its log.
+   */
+  async retract(trackingIds: string[], at: string): Promise<{ messages: string[]; deliveries: DeliveryIdentity[] }> {
+    let remaining = [...new Set(trackingIds)];
+    const messages: string[] = [];
+    for (const from of allowedFrom(MESSAGE_TRANSITIONS, 'retracted')) {
+      if (remaining.length === 0) break;
+      const moved = new Set((await this.changeMessages(remaining, from, 'retracted', { patch: {}, at }, false)).map((m) => m.tracking_id));
+      messages.push(...moved);
+      remaining = remaining.filter((id) => !moved.has(id));
+    }
+    const deliveries: DeliveryIdentity[] = [];
+    for (const d of await this.repo.deliveriesOf(trackingIds)) {
+      if (!retractable(d)) continue;
+      const extra = JSON.stringify({ [`${d.channel}_retracted_at`]: at });
+      if (await this.changeDelivery(d.id, d.status as DeliveryStatus, 'retracted', { updated_at: at, extra }, at, null)) deliveries.push(d);
+    }
+    return { messages, deliveries };
+  }
+
   // --- deliveries -------------------------------------------------------------------------
 
   /**
@@ -507,6 +534,11 @@ export class LedgerSession {
       details: details ? JSON.stringify(details) : null,
     });
   }
+}
+
+/** What a retract takes back: a delivery not made yet (pending, or digested in a digest not sent yet), and an in-app notification (removed with it). */
+function retractable(d: { channel: string; status: string }): boolean {
+  return d.status === 'pending' || d.status === 'digested' || (d.status === 'delivered' && d.channel === 'inapp');
 }
 
 /** When a new delivery row reached `status`, by the column that records it. */

@@ -69,8 +69,25 @@ export class LedgerRepository {
   /** Deletes messages (with their deliveries and attempts) received before `before`; returns how many. */
   async purgeMessagesBefore(before: string, limit = 1000): Promise<number> {
     const ids = await this.db.selectFrom('messages').select('tracking_id').where('received_at', '<', before).limit(limit).execute();
-    if (ids.length === 0) return 0;
-    const list = ids.map((r) => r.tracking_id);
+    return this.deleteMessages(ids.map((r) => r.tracking_id));
+  }
+
+  /** Deletes the messages of one type of one environment received before `before` (its retention); returns how many. */
+  async purgeTypeMessagesBefore(envId: string, notificationId: string, before: string, limit = 1000): Promise<number> {
+    const ids = await this.db
+      .selectFrom('messages')
+      .select('tracking_id')
+      .where('env_id', '=', envId)
+      .where('notification_id', '=', notificationId)
+      .where('received_at', '<', before)
+      .limit(limit)
+      .execute();
+    return this.deleteMessages(ids.map((r) => r.tracking_id));
+  }
+
+  /** Deletes messages with their deliveries and attempts; returns how many. */
+  private async deleteMessages(list: string[]): Promise<number> {
+    if (list.length === 0) return 0;
     await this.db.deleteFrom('delivery_attempts').where('delivery_id', 'in', this.db.selectFrom('deliveries').select('id').where('tracking_id', 'in', list)).execute();
     await this.db.deleteFrom('deliveries').where('tracking_id', 'in', list).execute();
     await this.db.deleteFrom('messages').where('tracking_id', 'in', list).execute();
@@ -145,6 +162,12 @@ export class LedgerRepository {
 
   async deliveryStatus(deliveryId: string): Promise<string | undefined> {
     return (await this.db.selectFrom('deliveries').select('status').where('id', '=', deliveryId).executeTakeFirst())?.status;
+  }
+
+  /** The deliveries of these messages with their status (a retract decides per delivery). */
+  deliveriesOf(trackingIds: string[]): Promise<(DeliveryIdentity & { status: string })[]> {
+    if (trackingIds.length === 0) return Promise.resolve([]);
+    return this.db.selectFrom('deliveries').select(['id', 'tracking_id', 'account_id', 'env_id', 'channel', 'status']).where('tracking_id', 'in', trackingIds).orderBy('id').execute();
   }
 
   /** A delivery's `extra`, locked for a read-modify-write; undefined when it does not exist. */

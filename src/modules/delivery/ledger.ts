@@ -17,7 +17,9 @@
  * - Not transitions, so no event: a retry (the delivery stays pending; the attempt is recorded),
  *   merged log fields (inbound SMS, replies), and acceptance, which the intake writes (its
  *   new -> queued | scheduled is in the table for when the intake records it).
- * - Reserved: held, digested, retracted (see transitions.ts); no transition reaches them yet.
+ * - Retract (LedgerSession.retract): messages not processed yet, pending deliveries and in-app
+ *   deliveries become retracted; the rest stays as it is.
+ * - Reserved: held, digested (see transitions.ts); no transition reaches them yet.
  * - Retention: the hourly purge deletes events older than the log retention, like the messages.
  */
 import type { Kysely } from 'kysely';
@@ -150,5 +152,17 @@ export class DeliveryLedger {
       // next batch
     }
     await repo.purgeProviderEventsBefore(before);
+  }
+
+  /**
+   * Deletes the messages of one type of one environment received before `before` (the type's
+   * `retention`), with their deliveries and attempts, in batches. Their delivery events and
+   * provider reports hold no content and go with the server-wide purge.
+   */
+  async purgeTypeBefore(envId: string, notificationId: string, before: string): Promise<number> {
+    const repo = new LedgerRepository(this.deps.db, this.deps.dialect);
+    let total = 0;
+    for (let n = await repo.purgeTypeMessagesBefore(envId, notificationId, before); n > 0; n = await repo.purgeTypeMessagesBefore(envId, notificationId, before)) total += n;
+    return total;
   }
 }

@@ -19,17 +19,25 @@
  *               type's delivery option on that channel is hourly, daily, weekly or monthly); it
  *               goes out inside the digest's own message (modules/digests), whose trackingId its
  *               log fields name once the digest is claimed. Failed when the digest could not be
- *               made (its recipient was deleted before it was due).
+ *               made (its recipient was deleted before it was due); retracted by a retract before
+ *               its digest was sent (it then drops out of the digest).
+ *   retracted   message `retracted`: retracted (POST /{clientId}/sender/retract) before it was
+ *               processed, so it never makes deliveries; delivery `retracted`: a delivery still
+ *               pending (its provider call not made, or waiting for a retry) or digested (its
+ *               digest not sent yet) that will not be made, or an in-app notification that was
+ *               removed from the user's inbox (delivered -> retracted; LedgerSession.retract
+ *               applies it to in-app only: what another channel delivered stays delivered, it
+ *               cannot be taken back).
  *
- * `held` and `retracted` are reserved for what comes next (quiet hours, retraction): declared so
- * that code and consumers can name them, with no transition into or out of them yet, so the
- * ledger refuses them until a feature defines its transitions here.
+ * `held` is reserved for what comes next (quiet hours): declared so that code and consumers can
+ * name it, with no transition into or out of it yet, so the ledger refuses it until a feature
+ * defines its transitions here.
  */
 
-export const MESSAGE_STATES = ['scheduled', 'queued', 'processed', 'canceled', 'failed'] as const;
-export const DELIVERY_STATES = ['pending', 'sent', 'delivered', 'failed', 'skipped', 'digested'] as const;
+export const MESSAGE_STATES = ['scheduled', 'queued', 'processed', 'canceled', 'failed', 'retracted'] as const;
+export const DELIVERY_STATES = ['pending', 'sent', 'delivered', 'failed', 'skipped', 'digested', 'retracted'] as const;
 /** Reserved: no transition leads into or out of them yet. */
-export const RESERVED_STATES = ['held', 'retracted'] as const;
+export const RESERVED_STATES = ['held'] as const;
 
 export type StoredMessageState = (typeof MESSAGE_STATES)[number];
 export type StoredDeliveryStatus = (typeof DELIVERY_STATES)[number];
@@ -47,13 +55,14 @@ export const MESSAGE_TRANSITIONS: TransitionTable<MessageState> = {
   // Acceptance (written by the intake, which records no event yet).
   new: ['scheduled', 'queued'],
   // scheduled -> scheduled: its body or time changed (a schedule update).
-  scheduled: ['scheduled', 'processed', 'canceled', 'failed'],
-  queued: ['processed', 'failed'],
+  scheduled: ['scheduled', 'processed', 'canceled', 'failed', 'retracted'],
+  // queued -> retracted: the worker routes only queued or scheduled messages, so it makes nothing.
+  queued: ['processed', 'failed', 'retracted'],
   processed: [],
   canceled: [],
   failed: [],
-  held: [],
   retracted: [],
+  held: [],
 };
 
 export const DELIVERY_TRANSITIONS: TransitionTable<DeliveryStatus> = {
@@ -61,16 +70,19 @@ export const DELIVERY_TRANSITIONS: TransitionTable<DeliveryStatus> = {
   // or collected into a digest (routing, the channel's delivery option being a digest).
   new: ['pending', 'failed', 'skipped', 'digested'],
   // A retry keeps a delivery pending (an attempt, not a transition).
-  pending: ['sent', 'delivered', 'failed'],
+  // pending -> retracted: a retract before the provider call (delivery jobs skip what is not pending).
+  pending: ['sent', 'delivered', 'failed', 'retracted'],
   // The provider's report (SMS and call status callbacks).
   sent: ['delivered', 'failed'],
-  delivered: [],
+  // An in-app notification removed by a retract (in-app only: see the header).
+  delivered: ['retracted'],
   failed: [],
   skipped: [],
-  held: [],
-  // Its digest could not be made (the recipient was deleted before it was due).
-  digested: ['failed'],
   retracted: [],
+  held: [],
+  // Its digest could not be made (the recipient was deleted before it was due); or a retract
+  // before its digest was sent.
+  digested: ['failed', 'retracted'],
 };
 
 export type TransitionKind = 'message' | 'delivery';

@@ -12,6 +12,14 @@ import { InappRepository, type InappScope } from './inapp.repository.js';
 
 /** The message the published in-app client acts on. */
 export const NEW_NOTIFICATIONS_ROUTE = 'inapp_web/new_notifications';
+/**
+ * Notifications removed by a retract: `{route, payload: {trackingIds}}` (a notification's `id` is
+ * its trackingId). The published client ignores routes it does not know; it sees the removal on
+ * its next fetch.
+ */
+export const RETRACTED_NOTIFICATIONS_ROUTE = 'inapp_web/retracted_notifications';
+/** Retracted ids per NOTIFY: ~40 bytes each, well inside a NOTIFY payload. */
+const RETRACTED_IDS_PER_NOTIFY = 100;
 export const INAPP_NOTIFY_CHANNEL = 'clarion_inapp';
 
 /**
@@ -23,7 +31,8 @@ const CREDENTIALS_CHANGED_REASON = 'environment credentials changed; reconnect';
 
 /**
  * What crosses processes over NOTIFY: the notifications themselves, or their ids when too large;
- * or `close`: close every socket of environment `e` with that code.
+ * `r`: the tracking ids of retracted notifications; or `close`: close every socket of
+ * environment `e` with that code.
  */
 interface FanoutMessage {
   o: string;
@@ -32,6 +41,7 @@ interface FanoutMessage {
   u?: string;
   n?: InappNotification[];
   ids?: string[];
+  r?: string[];
   close?: number;
 }
 
@@ -100,6 +110,22 @@ export class InappRealtime {
     }
   }
 
+  /** Tells the user's sockets, here and (PostgreSQL) in the other processes, that these notifications were retracted. */
+  async publishRetracted(scope: InappScope, trackingIds: string[]): Promise<void> {
+    if (trackingIds.length === 0) return;
+    this.pushRetractedLocal(scope, trackingIds);
+    if (this.deps.storage.dialect !== 'postgres') return;
+    for (let i = 0; i < trackingIds.length; i += RETRACTED_IDS_PER_NOTIFY) {
+      const message: FanoutMessage = { o: this.origin, a: scope.accountId, e: scope.envId, u: scope.userId, r: trackingIds.slice(i, i + RETRACTED_IDS_PER_NOTIFY) };
+      try {
+        await pgNotify(this.deps.db, INAPP_NOTIFY_CHANNEL, JSON.stringify(message));
+      } catch (err) {
+        // The notifications are gone; clients of other processes see it on their next fetch.
+        this.deps.logger.warn({ err }, 'in-app NOTIFY of a retract failed');
+      }
+    }
+  }
+
   /**
    * Closes every in-app socket of the environment, in this process at once and (PostgreSQL) in the
    * others: sockets authenticated under the old rules must not outlive them.
@@ -139,6 +165,12 @@ export class InappRealtime {
     return this.hub.send(key, JSON.stringify({ route: NEW_NOTIFICATIONS_ROUTE, payload: { notifications } }));
   }
 
+  private pushRetractedLocal(scope: Pick<InappScope, 'envId' | 'userId'>, trackingIds: string[]): number {
+    const key = keyOf(scope.envId, scope.userId);
+    if (this.hub.count(key) === 0) return 0;
+    return this.hub.send(key, JSON.stringify({ route: RETRACTED_NOTIFICATIONS_ROUTE, payload: { trackingIds } }));
+  }
+
   private *fanoutPayloads(scope: InappScope, notifications: InappNotification[]): Generator<string> {
     const base = { o: this.origin, a: scope.accountId, e: scope.envId, u: scope.userId };
     const whole = JSON.stringify({ ...base, n: notifications } satisfies FanoutMessage);
@@ -161,6 +193,10 @@ export class InappRealtime {
         return;
       }
       if (message.u === undefined || this.connections(message.e, message.u) === 0) return;
+      if (message.r) {
+        this.pushRetractedLocal({ envId: message.e, userId: message.u }, message.r);
+        return;
+      }
       let notifications = message.n;
       if (!notifications && message.ids) {
         const scope: InappScope = { accountId: message.a, envId: message.e, userId: message.u };

@@ -139,4 +139,37 @@ export class InappRepository {
     const result = await query.executeTakeFirst();
     return Number(result.numUpdatedRows);
   }
+
+  /**
+   * Deletes the user's notifications of a type (of one sub-notification when given): a retract.
+   * Answers the tracking ids removed, for the user's sockets.
+   */
+  async deleteOfType(scope: InappScope, notificationId: string, subNotificationId?: string): Promise<string[]> {
+    let query = this.db
+      .deleteFrom('inapp_notifications')
+      .where('account_id', '=', scope.accountId)
+      .where('env_id', '=', scope.envId)
+      .where('user_id', '=', scope.userId)
+      .where('notification_id', '=', notificationId);
+    if (subNotificationId !== undefined) query = query.where('sub_notification_id', '=', subNotificationId);
+    const rows = await query.returning('tracking_id').execute();
+    return rows.map((r) => r.tracking_id);
+  }
+
+  /** Deletes up to `limit` notifications of one type of one environment stored before `before` (its retention); answers how many. */
+  async purgeTypeBefore(envId: string, notificationId: string, before: string, limit = 5000): Promise<number> {
+    const old = this.db
+      .selectFrom('inapp_notifications')
+      .select(['env_id', 'user_id', 'tracking_id'])
+      .where('env_id', '=', envId)
+      .where('notification_id', '=', notificationId)
+      .where('created_at', '<', before)
+      .limit(limit)
+      .$asTuple('env_id', 'user_id', 'tracking_id');
+    const result = await this.db
+      .deleteFrom('inapp_notifications')
+      .where((eb) => eb(eb.refTuple('env_id', 'user_id', 'tracking_id'), 'in', old))
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
 }

@@ -28,6 +28,8 @@ export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[]): Log
     failed_code: message.failed_code ?? undefined,
     failed_internal: message.failed_internal ?? undefined,
   };
+  // Retracted before it was processed (its deliveries' retractions are <channel>_retracted_at, in their log fields).
+  if (message.state === 'retracted') record.retracted = true;
   if (message.skipped) {
     for (const [ch, reason] of Object.entries(JSON.parse(message.skipped) as Record<string, string>)) {
       record[`${ch}_routing`] = 'SKIP';
@@ -58,15 +60,21 @@ export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[]): Log
   return record;
 }
 
-/** Overall status of a log, for statusFilter: the worst delivery state wins. */
-export function logStatus(message: MessageRow, deliveries: DeliveryRow[]): 'scheduled' | 'canceled' | 'processing' | 'failed' | 'sent' | 'delivered' | 'skipped' {
+/**
+ * Overall status of a log, for statusFilter: the worst delivery state wins. Retracted deliveries
+ * do not count, unless every delivery was retracted (then the log is `retracted`).
+ */
+export function logStatus(message: MessageRow, deliveries: DeliveryRow[]): 'scheduled' | 'canceled' | 'processing' | 'failed' | 'sent' | 'delivered' | 'skipped' | 'retracted' {
   if (message.state === 'scheduled') return 'scheduled';
   if (message.state === 'canceled') return 'canceled';
   if (message.state === 'failed') return 'failed';
+  if (message.state === 'retracted') return 'retracted';
   const sending = deliveries.filter((d) => d.routing === 'SEND');
   if (message.state === 'queued' || sending.some((d) => d.status === 'pending')) return 'processing';
   if (sending.length === 0) return 'skipped';
-  if (sending.some((d) => d.status === 'failed')) return 'failed';
-  if (sending.every((d) => d.status === 'delivered')) return 'delivered';
+  const kept = sending.filter((d) => d.status !== 'retracted');
+  if (kept.length === 0) return 'retracted';
+  if (kept.some((d) => d.status === 'failed')) return 'failed';
+  if (kept.every((d) => d.status === 'delivered')) return 'delivered';
   return 'sent';
 }

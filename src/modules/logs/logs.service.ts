@@ -33,7 +33,7 @@ const QUERY_FAILED = 'The search failed. Start it again, with narrower filters i
 /** A query answers at most this many logs, newest first. */
 export const MAX_QUERY_RESULTS = 5000;
 export const LOG_QUERY_JOB = 'logs.query';
-export const LOG_STATUSES = ['scheduled', 'canceled', 'processing', 'failed', 'sent', 'delivered', 'skipped'] as const;
+export const LOG_STATUSES = ['scheduled', 'canceled', 'processing', 'failed', 'sent', 'delivered', 'skipped', 'retracted'] as const;
 
 export interface LogQueryInput {
   dateRangeFilter?: number[];

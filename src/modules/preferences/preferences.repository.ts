@@ -11,7 +11,8 @@ export interface PreferenceKey {
 
 /**
  * Kysely only: per-user, per-type (and sub-notification), per-channel delivery options, scoped by
- * account and environment. Pass a transaction to join one. Written only by PreferencesService.
+ * account and environment. Pass a transaction to join one. Written only by PreferencesService (and
+ * SubNotificationsService, which removes a deleted sub-notification's options).
  */
 export class PreferencesRepository {
   private readonly db: PreferencesDb;
@@ -79,6 +80,18 @@ export class PreferencesRepository {
     if (filter.notificationId !== undefined) query = query.where('notification_id', '=', filter.notificationId);
     if (filter.subNotificationId !== undefined) query = query.where('sub_notification_id', '=', filter.subNotificationId);
     const result = await query.executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  /** Deletes every user's options of one sub-notification (it was deleted); answers how many went. */
+  async deleteOfSubNotification(accountId: string, envId: string, notificationId: string, subNotificationId: string): Promise<number> {
+    const result = await this.db
+      .deleteFrom('user_preferences')
+      .where('env_id', '=', envId)
+      .where('account_id', '=', accountId)
+      .where('notification_id', '=', notificationId)
+      .where('sub_notification_id', '=', subNotificationId)
+      .executeTakeFirst();
     return Number(result.numDeletedRows);
   }
 }

@@ -10,6 +10,7 @@ import { type NotificationType, toNotificationType } from '../types/types.servic
 import type { WebhookEventType } from '../webhooks/events.js';
 import type { NewWebhookEvent, WebhookOutbox } from '../webhooks/outbox.js';
 import { PreferencesRepository } from './preferences.repository.js';
+import { SubNotificationsRepository } from './sub-notifications.repository.js';
 import type { PreferenceDelivery, PreferenceSource, UserPreferencesTable } from './preferences.tables.js';
 
 /** One preference as the clients send it (in-app client postPreferences, server SDK setUserPreferences). */
@@ -75,9 +76,10 @@ export class PreferencesService {
 
   /** The user's preferences with every type of the environment (GetPreferencesResponse). */
   async get(scope: EnvScope, userId: string): Promise<PreferencesResponse> {
-    const [rows, types] = await Promise.all([
+    const [rows, types, subNotifications] = await Promise.all([
       new PreferencesRepository(this.deps.db).ofUser(scope.accountId, scope.envId, userId),
       new TypesRepository(this.deps.db).list(scope.accountId, scope.envId),
+      new SubNotificationsRepository(this.deps.db).list(scope.accountId, scope.envId),
     ]);
     return {
       preferences: rows.flatMap((row) => {
@@ -91,8 +93,8 @@ export class PreferencesService {
         channels: channelsOf(type),
         options: optionsFor(type),
       })),
-      // Sub-notifications with titles come with their routes (issue 13, item 6).
-      subNotifications: [],
+      // Those registered with their titles (PUT .../subNotifications/{id}).
+      subNotifications: subNotifications.map((r) => ({ notificationId: r.notification_id, subNotificationId: r.sub_notification_id, title: r.title })),
     };
   }
 

@@ -28,3 +28,14 @@ export type PreferenceSource = 'unsubscribe' | 'api' | 'user';
 
 export type PreferencesTables = { user_preferences: UserPreferencesTable };
 export type PreferencesDb = Kysely<CoreTables & PreferencesTables>;
+
+/** A sub-notification of a type with its title (migration 0080); its preferences are user_preferences rows with its id. */
+export interface SubNotificationsTable {
+  env_id: string;
+  notification_id: string;
+  sub_notification_id: string;
+  account_id: string;
+  title: string;
+  created_at: string;
+  updated_at: string;
+}

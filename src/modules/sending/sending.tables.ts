@@ -12,8 +12,8 @@ export type MessagesTable = {
   template_id: string | null;
   sub_notification_id: string | null;
   request: string;
-  /** scheduled -> queued -> processed; canceled (schedule deleted); failed (could not be processed). */
-  state: 'scheduled' | 'queued' | 'processed' | 'canceled' | 'failed';
+  /** scheduled -> queued -> processed; canceled (schedule deleted); failed (could not be processed); retracted (before it was processed). */
+  state: 'scheduled' | 'queued' | 'processed' | 'canceled' | 'failed' | 'retracted';
   job_id: string | null;
   ip: string | null;
   agent: string | null;
@@ -38,8 +38,8 @@ export type DeliveriesTable = {
   channel: string;
   routing: 'SEND' | 'SKIP';
   routing_reason: string | null;
-  /** pending -> sent (-> delivered) | failed; skipped when routing is SKIP; digested: collected into a digest (modules/digests). */
-  status: 'pending' | 'sent' | 'delivered' | 'failed' | 'skipped' | 'digested';
+  /** pending -> sent (-> delivered) | failed; skipped when routing is SKIP; digested: collected into a digest (modules/digests); retracted (transitions.ts). */
+  status: 'pending' | 'sent' | 'delivered' | 'failed' | 'skipped' | 'digested' | 'retracted';
   content: string | null;
   preview: string | null;
   attempts: number;

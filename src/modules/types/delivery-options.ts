@@ -101,7 +101,7 @@ const notYet = (field: string, what: string, fix: string) => invalid(`${field}: 
  * Refuses what the schema lets through but the server cannot honour (issue 14: never store a
  * setting and ignore it) and a default the type does not allow:
  * - in-app batching switched on;
- * - deduplication, throttling and retention (clearing them with null is accepted);
+ * - deduplication and throttling (clearing them with null is accepted);
  * - a default option whose own entry says `enabled: false`.
  * Digest options (hourly, daily, weekly, monthly) are accepted on every channel but in-app (whose
  * schema has none); their `hour`, `day` and `date` are checked by the schema.
@@ -121,7 +121,6 @@ export function checkTypeSettings(settings: TypeSettings): void {
   }
   if (settings.deduplication != null) throw notYet('deduplication', 'deduplication', 'Leave deduplication out (or null): it is not enforced yet.');
   if (settings.throttling != null) throw notYet('throttling', 'throttling', 'Leave throttling out (or null): it is not enforced yet.');
-  if (settings.retention != null) throw notYet('retention', 'a per-type retention', 'Leave retention out (or null): logs follow the server-wide retention (GET /logs/retention).');
 }
 
 /**

@@ -48,6 +48,17 @@ export class TypesRepository {
       .execute();
   }
 
+  /** Every type of every environment that sets a retention (the hourly purge, which is scoped by each one's environment and type). */
+  withRetention(): Promise<Pick<NotificationTypeRow, 'account_id' | 'env_id' | 'notification_id' | 'retention'>[]> {
+    return templatesDb(this.db)
+      .selectFrom('notification_types')
+      .select(['account_id', 'env_id', 'notification_id', 'retention'])
+      .where('retention', 'is not', null)
+      .orderBy('env_id')
+      .orderBy('notification_id')
+      .execute();
+  }
+
   async update(accountId: string, envId: string, notificationId: string, patch: Updateable<NotificationTypesTable>): Promise<void> {
     await templatesDb(this.db)
       .updateTable('notification_types')

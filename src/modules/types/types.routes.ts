@@ -9,9 +9,10 @@ import type { TypesService } from './types.service.js';
 export const PathId = Type.String({ minLength: 1, maxLength: 128, pattern: '^[^/]+$' });
 
 const Channels = Type.Array(ChannelSchema, { maxItems: 16 });
-// Null first: with coerceTypes, an Integer branch tried first would turn null into 0.
+// Days. One `type` list, not a union: with coerceTypes a union's null branch turns 0 into null and
+// an integer branch turns null into 0; Ajv coerces nothing that already has one of the listed types.
 // The column is a 32-bit integer on PostgreSQL: larger values answered 500 there.
-const Retention = Type.Optional(Type.Union([Type.Null(), Type.Integer({ minimum: 0, maximum: 2_147_483_647 })]));
+const Retention = Type.Optional(Type.Unsafe<number | null>({ type: ['integer', 'null'], minimum: 0, maximum: 2_147_483_647 }));
 const Title = Type.String({ minLength: 1, maxLength: 200 });
 
 const NotificationTypeSchema = Type.Object(
