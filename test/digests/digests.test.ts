@@ -3,7 +3,7 @@
 // and the periodic job's run sends one message per period at the chosen time in the user's
 // zone (across New York's DST change), rendered by the type's digest template or the built-in
 // one; an empty period sends nothing; items survive a restart; a claim that dies before its
-// commit leaves the digest to the next run, which sends it once.
+// commit leaves the digest to the next run, which sends it once; a retract takes an item back.
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Deps, buildDeps } from '../../src/deps.js';
@@ -285,5 +285,29 @@ describe.each(STORAGE_KINDS)('digests (%s)', (kind) => {
     expect(await t.services.digests.sendDue()).toBe(0);
     expect((await digestsOf('gone'))[0]).toMatchObject({ state: 'failed', failed_code: 'USER_DELETED', tracking_id: null });
     expect(await log(item)).toMatchObject({ email_failed_code: 'USER_DELETED', email_digest: 'hourly' });
+  });
+
+  it('a retract takes back an item of a digest not sent yet: it drops out, the rest is sent', async () => {
+    clock.set(new Date('2026-03-07T15:00:00Z'));
+    await prefer('rt', 'hourly');
+    const kept = await send({ id: 'rt' }, 1);
+    const taken = await send({ id: 'rt' }, 2, { subNotificationId: 'thread-9' });
+    const basic = `Basic ${Buffer.from(`${t.account.clientId}:${t.account.clientSecret}`).toString('base64')}`;
+    const res = await t.app.inject({ method: 'POST', url: `/${t.account.clientId}/sender/retract`, headers: { authorization: basic }, payload: { notificationId: 'news', userId: 'rt', secondaryId: 'thread-9' } });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({ trackingIds: [taken], deliveries: 1 });
+    expect(await log(taken)).toMatchObject({ email_digest: 'hourly', email_retracted_at: '2026-03-07T15:00:00.000Z' });
+
+    clock.set(new Date('2026-03-07T16:00:00Z'));
+    expect(await t.services.digests.sendDue()).toBe(1);
+    const [mail] = await eventually(async () => {
+      const mails = await mailsTo('rt@example.com');
+      return mails.length > 0 ? mails : undefined;
+    }, 20_000, 'the digest email');
+    expect(mail.html).toContain('Order 1 shipped');
+    expect(mail.html).not.toContain('Order 2 shipped');
+    const [sent] = await digestsOf('rt');
+    expect(await log(kept)).toMatchObject({ email_digest_tracking_id: sent.tracking_id });
+    expect((await log(taken))!.email_digest_tracking_id).toBeUndefined();
   });
 });
