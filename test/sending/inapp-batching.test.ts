@@ -4,6 +4,8 @@
 // names the notification it went into. The window runs on a clock the test moves.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inappExecutor } from '../../src/modules/sending/executors/inapp.js';
+import type { DeliverInput } from '../../src/modules/sending/executors/types.js';
 import { type TestContext, ManualClock, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -175,6 +177,26 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
     expect(others).toEqual([]);
     expect(notification).toMatchObject({ id: batchId, parameters: { _count: 20 } });
     expect(notification.title).toMatch(/^20 new comments on P: /);
+  });
+
+  it('batches a delivery run as a job of its own (its own transaction) the same way, once per send', async () => {
+    const userId = `hal-${randomUUID()}`;
+    const executor = inappExecutor(t.services.inapp);
+    const batching = { key: 'job', windowMs: WINDOW_MS, template: BATCH_COPY };
+    const input = (trackingId: string, by: string) =>
+      ({
+        delivery: {} as DeliverInput['delivery'],
+        message: { account_id: t.account.accountId, env_id: t.account.clientId, user_id: userId, tracking_id: trackingId, notification_id: 'comment', sub_notification_id: null } as DeliverInput['message'],
+        content: { title: `${by} commented`, batching },
+        body: { parameters: { by, post: 'Job', postId: 'job' } } as DeliverInput['body'],
+      }) satisfies DeliverInput;
+    const first = await executor.deliver(input('job-1', 'A'));
+    const second = await executor.deliver(input('job-2', 'B'));
+    // A retried job of the second send changes nothing.
+    expect(await executor.deliver(input('job-2', 'B'))).toEqual(second);
+    expect(first).toMatchObject({ result: { providerMessageId: 'job-1' }, delivered: true, extra: { inapp_batch_id: 'job-1', inapp_batch_count: 1 } });
+    expect(second).toMatchObject({ result: { providerMessageId: 'job-1' }, extra: { inapp_batch_id: 'job-1', inapp_batch_count: 2 } });
+    expect(await inbox(userId)).toMatchObject([{ id: 'job-1', title: '2 new comments on Job: A, B', parameters: { _count: 2 } }]);
   });
 
   it('refuses batching settings it cannot honour, and reads accepted ones back as sent', async () => {
