@@ -47,7 +47,14 @@ describe('in-app batch plan and copy', () => {
     expect(batchingOf(undefined)).toBeNull();
     expect(batchingOf({ defaultDeliveryOption: 'instant', instant: { enabled: true, batching: false, batchingWindow: 5 } })).toBeNull();
     expect(batchingOf({ defaultDeliveryOption: 'instant', instant: { enabled: true, batching: true, batchingWindow: 5 } })).toEqual({ windowMs: 5 });
-    expect(planBatch({ batchingKey: 'parameters.postId', windowMs: 5 }, notification, { template: { title: 't' }, user: { id: 'u' } })).toEqual({ key: 'p1', windowMs: 5, template: { title: 't' }, user: { id: 'u' } });
+    const user = { id: 'u', email: 'u@example.com', properties: { plan: 'pro' }, slackToken: { access_token: 'xoxb-secret' }, pushTokens: [{ token: 't' }] };
+    // Only what a copy shows of the recipient is kept with the delivery: never a token.
+    expect(planBatch({ batchingKey: 'parameters.postId', windowMs: 5 }, notification, { template: { title: 't' }, user })).toEqual({
+      key: 'p1',
+      windowMs: 5,
+      template: { title: 't' },
+      user: { id: 'u', email: 'u@example.com', properties: { plan: 'pro' } },
+    });
     // A batch copy that is not strings is ignored (the latest send's copy is shown).
     expect(planBatch({ windowMs: 5 }, notification, { template: { title: 3 } })).toEqual({ key: '', windowMs: 5 });
   });

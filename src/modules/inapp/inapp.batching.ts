@@ -35,9 +35,15 @@ export interface InappBatchPlan {
   key: string;
   windowMs: number;
   template?: BatchTemplate;
-  /** The recipient, for `{{ user.* }}` in the batch template (as in the instant one). */
+  /** The recipient's BATCH_USER_FIELDS, for `{{ user.* }}` in the batch template. */
   user?: Record<string, unknown>;
 }
+
+/**
+ * What of the recipient the batch template sees, stored with the delivery: not their tokens
+ * (a Slack token is a secret, push tokens are credentials of a kind), only what a copy shows.
+ */
+export const BATCH_USER_FIELDS = ['id', 'email', 'number', 'timezone', 'properties'] as const;
 
 /** The shown copy of an in-app notification. */
 export interface InappCopy {
@@ -68,7 +74,7 @@ export function planBatch(
     key: batchingKeyValue(settings.batchingKey, notification),
     windowMs: settings.windowMs,
     ...(template ? { template } : {}),
-    ...(source.user ? { user: source.user } : {}),
+    ...(source.user ? { user: Object.fromEntries(BATCH_USER_FIELDS.filter((f) => source.user![f] !== undefined).map((f) => [f, source.user![f]])) } : {}),
   };
 }
 
