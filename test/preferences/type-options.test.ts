@@ -1,8 +1,8 @@
 // A notification type's delivery settings over HTTP on both engines: every delivery option's
 // accepted values read back exactly as sent; refused values answer 400 VALIDATION_FAILED naming
-// the setting; settings the server does not enforce yet (in-app batching, deduplication,
-// throttling) are refused, never stored. Digests are accepted (test/digests), and so is a
-// retention (days).
+// the setting; settings the server does not enforce yet (deduplication, throttling) are refused,
+// never stored. Digests (test/digests), in-app batching (test/sending/inapp-batching) and a
+// retention (days) are accepted.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -20,6 +20,7 @@ const ACCEPTED: Record<string, unknown>[] = [
   { CALL: { defaultDeliveryOption: 'instant', monthly: { enabled: false, hour: '08:15', date: 'last' } } },
   { INAPP_WEB: { defaultDeliveryOption: 'instant', off: { enabled: true }, instant: { enabled: true, batching: false, batchingKey: 'parameters.postId', batchingWindow: 1500 } } },
   { INAPP_WEB: { defaultDeliveryOption: 'off' } },
+  { INAPP_WEB: { defaultDeliveryOption: 'instant', instant: { enabled: true, batching: true, batchingKey: 'parameters.postId', batchingWindow: 60000 } } },
   {
     EMAIL: { defaultDeliveryOption: 'instant', off: { enabled: true }, instant: { enabled: true }, hourly: { enabled: false }, daily: { enabled: false, hour: '09:00' }, weekly: { enabled: false, hour: '09:00', day: 'Friday' }, monthly: { enabled: false, hour: '09:00', date: 'first' } },
     INAPP_WEB: { defaultDeliveryOption: 'instant' },
@@ -46,7 +47,7 @@ const REFUSED: [string, Record<string, unknown>, string][] = [
   ['unknown channel', { options: { FAX: { defaultDeliveryOption: 'instant' } } }, 'FAX'],
   ['in-app digest default', { options: { INAPP_WEB: { defaultDeliveryOption: 'daily' } } }, 'INAPP_WEB/defaultDeliveryOption'],
   ['in-app digest option', { options: { INAPP_WEB: { defaultDeliveryOption: 'instant', daily: { enabled: false } } } }, 'daily'],
-  ['in-app batching on', { options: { INAPP_WEB: { defaultDeliveryOption: 'instant', instant: { enabled: true, batching: true, batchingKey: 'k', batchingWindow: 1000 } } } }, 'options.INAPP_WEB.instant.batching'],
+  ['in-app batching without a window', { options: { INAPP_WEB: { defaultDeliveryOption: 'instant', instant: { enabled: true, batching: true, batchingKey: 'k' } } } }, 'options.INAPP_WEB.instant.batchingWindow'],
   ['batching window 0', { options: { INAPP_WEB: { defaultDeliveryOption: 'instant', instant: { enabled: true, batchingWindow: 0 } } } }, 'batchingWindow'],
   ['batching key empty', { options: { INAPP_WEB: { defaultDeliveryOption: 'instant', instant: { enabled: true, batchingKey: '' } } } }, 'batchingKey'],
   ['default not allowed', { options: { EMAIL: { defaultDeliveryOption: 'off', off: { enabled: false } } } }, 'options.EMAIL.off.enabled is false'],

@@ -67,6 +67,8 @@ export class InappRealtime {
   private listener: PgListener | undefined;
   /** Remote messages are handled one after another so a row read back cannot overtake later pushes. */
   private remoteQueue: Promise<void> = Promise.resolve();
+  /** Local pushes of stored rows (publishStored), one after another for the same reason. */
+  private localReads: Promise<void> = Promise.resolve();
   /** Per environment whose sockets were closed for changed credentials, how many times (bounded by the environments). */
   private readonly closedEpochs = new Map<string, number>();
 
@@ -127,6 +129,27 @@ export class InappRealtime {
   }
 
   /**
+   * Pushes notifications that were updated in place (an in-app batch that counted another send)
+   * in the same message as new ones: the published client knows only `new_notifications`, and
+   * one carrying an id it already holds is that notification's latest state. Each push reads the
+   * rows when it goes out, one push after another in this process, and other processes are sent
+   * the ids only (they read the rows when they handle them, in NOTIFY order): so whatever order
+   * concurrent updates committed and published in, the last push a socket gets shows the state
+   * after the last of them.
+   */
+  async publishStored(scope: InappScope, ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const local = (this.localReads = this.localReads.then(() => this.pushStored(scope, ids)));
+    await local;
+    if (this.deps.storage.dialect !== 'postgres') return;
+    try {
+      await pgNotify(this.deps.db, INAPP_NOTIFY_CHANNEL, JSON.stringify({ o: this.origin, a: scope.accountId, e: scope.envId, u: scope.userId, ids } satisfies FanoutMessage));
+    } catch (err) {
+      this.deps.logger.warn({ err }, 'in-app NOTIFY failed');
+    }
+  }
+
+  /**
    * Closes every in-app socket of the environment, in this process at once and (PostgreSQL) in the
    * others: sockets authenticated under the old rules must not outlive them.
    */
@@ -169,6 +192,17 @@ export class InappRealtime {
     const key = keyOf(scope.envId, scope.userId);
     if (this.hub.count(key) === 0) return 0;
     return this.hub.send(key, JSON.stringify({ route: RETRACTED_NOTIFICATIONS_ROUTE, payload: { trackingIds } }));
+  }
+
+  /** Reads and pushes `ids` to this process's sockets of the user, if it holds any; never throws. */
+  private async pushStored(scope: InappScope, ids: string[]): Promise<void> {
+    if (this.connections(scope.envId, scope.userId) === 0) return;
+    try {
+      const rows = await new InappRepository(this.deps.db).findMany(scope, ids);
+      if (rows.length > 0) this.pushLocal(scope, rows.map(toInappNotification));
+    } catch (err) {
+      this.deps.logger.warn({ err }, 'could not push an updated in-app notification');
+    }
   }
 
   private *fanoutPayloads(scope: InappScope, notifications: InappNotification[]): Generator<string> {

@@ -1,5 +1,8 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
+import { LiquidRenderer } from '../../rendering/liquid.js';
+import { InappBatchesRepository } from './inapp-batches.repository.js';
+import { BATCH_RENDER_LIMITS, type InappBatchPlan, MAX_BATCH_ITEMS, renderBatchCopy } from './inapp.batching.js';
 import {
   type InappDeliveryOptions,
   type InappNotification,
@@ -39,6 +42,18 @@ export interface StoreInappResult {
   created: boolean;
 }
 
+/** Where a batched send went (see inapp.batching.ts). */
+export interface StoreBatchedResult {
+  /** The id of the in-app notification the batch is shown as. */
+  batchId: string;
+  /** How many sends the batch held once this one joined (1: it opened the batch). */
+  count: number;
+  /** False when this send had already joined its batch: a retried delivery, nothing changed. */
+  joined: boolean;
+  /** Why the batch copy could not be rendered (the latest send's own copy is shown instead). */
+  templateError?: string;
+}
+
 /** Body of PATCH /user/inapp. Status values: timestamp, true (now), false/null (clear). */
 export interface InappStatusPatch {
   trackingIds: string[];
@@ -69,7 +84,10 @@ export class InappService {
   private readonly repo: InappRepository;
   private readonly realtime: InappRealtime;
 
-  constructor(private readonly deps: Deps) {
+  constructor(
+    private readonly deps: Deps,
+    private readonly batchRenderer = new LiquidRenderer(BATCH_RENDER_LIMITS),
+  ) {
     this.repo = new InappRepository(deps.db);
     this.realtime = deps.inappRealtime;
   }
@@ -117,9 +135,69 @@ export class InappService {
     return { notification: toInappNotification(existing), created: false };
   }
 
+  /**
+   * Counts one send into its batch with `db` (the caller's transaction; see inapp.batching.ts):
+   * opens the batch's notification or updates it in place (latest copy, `_count` and `_items` in
+   * its parameters, unseen, unarchived, dated now). Idempotent per send. Call `publishChanged`
+   * with the batch id after the transaction commits.
+   */
+  async storeBatched(db: AnyKysely, input: StoreInappInput & { batch: InappBatchPlan }): Promise<StoreBatchedResult> {
+    const batches = new InappBatchesRepository(db);
+    const earlier = await batches.findItem(input, input.trackingId);
+    if (earlier) return { batchId: earlier.batch_id, count: earlier.seq, joined: false };
+    const now = this.deps.clock.now();
+    const at = now.toISOString();
+    const { batchId, count } = await batches.join({
+      ...input,
+      batchKey: input.batch.key,
+      now: at,
+      closesAt: new Date(now.getTime() + input.batch.windowMs).toISOString(),
+    });
+    const parameters = input.parameters ?? {};
+    await batches.insertItem({ env_id: input.envId, user_id: input.userId, tracking_id: input.trackingId, account_id: input.accountId, batch_id: batchId, seq: count, parameters: JSON.stringify(parameters), created_at: at });
+    const items = count === 1 ? [parameters] : (await batches.latestItems(input, batchId, MAX_BATCH_ITEMS)).map((row) => JSON.parse(row.parameters) as Record<string, unknown>);
+    const latest = { title: input.title, redirectURL: input.redirectURL, imageURL: input.imageURL };
+    const { copy, error } = count === 1 ? { copy: latest, error: undefined } : await renderBatchCopy(this.batchRenderer, input.batch, latest, { parameters, items, count });
+    const shown = { ...parameters, _count: count, _items: items };
+    const repo = new InappRepository(db);
+    const updated =
+      count === 1
+        ? 0
+        : await repo.update(input, [batchId], {
+            title: copy.title,
+            redirect_url: copy.redirectURL ?? null,
+            image_url: copy.imageURL ?? null,
+            parameters: JSON.stringify(shown),
+            date: at,
+            seen: 0,
+            opened: null,
+            archived: null,
+            updated_at: at,
+          });
+    // The batch's notification is new, or was removed while its batch was open: (re)created.
+    if (updated === 0) {
+      await this.store(db, { ...input, title: copy.title, redirectURL: copy.redirectURL, imageURL: copy.imageURL, trackingId: batchId, parameters: shown, date: at });
+    }
+    return { batchId, count, joined: true, ...(error ? { templateError: error } : {}) };
+  }
+
+  /**
+   * Pushes the notifications `ids` as stored when the push goes out (not as a caller saw them),
+   * so the last push a socket gets for an updated batch shows its latest state whatever order
+   * the updates committed in.
+   */
+  publishChanged(scope: InappScope, ids: string[]): Promise<void> {
+    return this.realtime.publishStored(scope, ids);
+  }
+
   /** Pushes `{route: 'inapp_web/new_notifications', payload: {notifications}}` to the user's open sockets, in every process. */
   publish(scope: InappScope, notifications: InappNotification[]): Promise<void> {
     return this.realtime.publish(scope, notifications);
+  }
+
+  /** Runs `work` in a transaction of the service's database (storeBatched outside a caller's transaction). */
+  transaction<T>(work: (trx: AnyKysely) => Promise<T>): Promise<T> {
+    return this.deps.db.transaction().execute(work);
   }
 
   /** store() on the service's own database, then publish() when it was new. */

@@ -406,9 +406,12 @@ export class DeliveryWorker {
         updated_at: now,
       };
       try {
-        const rendered = await this.renders.render(decision.channel, contents.get(decision.channel)!, context, { resolveComponents });
-        row.content = JSON.stringify(rendered);
-        row.preview = this.executors[decision.channel]!.preview(rendered).slice(0, 500);
+        const source = contents.get(decision.channel)!;
+        const executor = this.executors[decision.channel]!;
+        const rendered = await this.renders.render(decision.channel, source, context, { resolveComponents });
+        const planned = executor.planned?.(rendered, { message, source, type, parameters: send.parameters ?? {}, user: user as unknown as Record<string, unknown> }) ?? rendered;
+        row.content = JSON.stringify(planned);
+        row.preview = executor.preview(rendered).slice(0, 500);
       } catch (err) {
         if (!(err instanceof TemplateRenderError)) throw err;
         Object.assign(row, { status: 'failed', failed_at: now, failed_code: 'TEMPLATE_RENDER_FAILED', failed_internal: err.message });

@@ -1,6 +1,7 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { invalid } from '../../errors.js';
 import { StringEnum } from '../../http/schemas.js';
+import { batchingKeyProblem } from '../inapp/batching-key.js';
 
 /**
  * A notification type's delivery settings (the pingram SDK's GetNotificationsResponseInnerOptions
@@ -100,9 +101,10 @@ const notYet = (field: string, what: string, fix: string) => invalid(`${field}: 
 /**
  * Refuses what the schema lets through but the server cannot honour (issue 14: never store a
  * setting and ignore it) and a default the type does not allow:
- * - in-app batching switched on;
  * - deduplication and throttling (clearing them with null is accepted);
- * - a default option whose own entry says `enabled: false`.
+ * - a default option whose own entry says `enabled: false`;
+ * - in-app batching on without a batchingWindow, with a window over 31 days, or with a
+ *   batchingKey that is not a path into the notification.
  * Digest options (hourly, daily, weekly, monthly) are accepted on every channel but in-app (whose
  * schema has none); their `hour`, `day` and `date` are checked by the schema.
  */
@@ -115,12 +117,31 @@ export function checkTypeSettings(settings: TypeSettings): void {
     if (entries[chosen]?.enabled === false) {
       throw invalid(`${at}.defaultDeliveryOption is "${chosen}", but ${at}.${chosen}.enabled is false.`, `Enable ${at}.${chosen}, or choose another default.`);
     }
-    if (channel === 'INAPP_WEB' && entries.instant?.batching) {
-      throw notYet(`${at}.instant.batching`, 'true', 'In-app batching is not built yet: set batching to false or leave it out.');
-    }
+    if (channel === 'INAPP_WEB') checkBatching(at, (options as InappOptions).instant);
   }
   if (settings.deduplication != null) throw notYet('deduplication', 'deduplication', 'Leave deduplication out (or null): it is not enforced yet.');
   if (settings.throttling != null) throw notYet('throttling', 'throttling', 'Leave throttling out (or null): it is not enforced yet.');
+}
+
+/** Longest in-app batching window: 31 days. */
+export const MAX_BATCHING_WINDOW_MS = 31 * 24 * 60 * 60 * 1000;
+
+/**
+ * In-app batching (modules/inapp/inapp.batching.ts) needs a window to close its batches, and a
+ * batchingKey it can read (a path into the notification, e.g. parameters.postId).
+ */
+function checkBatching(at: string, instant: InappOptions['instant']): void {
+  if (instant?.batching && instant.batchingKey !== undefined) {
+    const problem = batchingKeyProblem(instant.batchingKey);
+    if (problem) throw invalid(`${at}.instant.batchingKey: ${problem}.`, 'Name the value that groups notifications, e.g. "parameters.postId" (no Liquid filters).');
+  }
+  const window = instant?.batchingWindow;
+  if (window !== undefined && window > MAX_BATCHING_WINDOW_MS) {
+    throw invalid(`${at}.instant.batchingWindow is ${window} ms; at most ${MAX_BATCHING_WINDOW_MS} (31 days).`, 'Use a shorter window: it is in milliseconds.');
+  }
+  if (instant?.batching && window === undefined) {
+    throw invalid(`${at}.instant.batching is true but ${at}.instant.batchingWindow is missing.`, 'Give batchingWindow: how long (ms) after its first notification a batch takes more, e.g. 3600000 for an hour.');
+  }
 }
 
 /**

@@ -1,5 +1,8 @@
-import type { InappService, StoreInappInput } from '../../inapp/inapp.service.js';
-import { type ChannelExecutor, type DeliverInput, str } from './types.js';
+import type { Kysely } from 'kysely';
+import { type InappBatchPlan, batchPlanOf, batchingOf, planBatch } from '../../inapp/inapp.batching.js';
+import type { InappService, StoreBatchedResult, StoreInappInput } from '../../inapp/inapp.service.js';
+import type { CoreTables } from '../../../storage/schema.js';
+import { type ChannelExecutor, type DeliverInput, type DeliverOutcome, str } from './types.js';
 
 function storeInput({ message, content, body }: DeliverInput): StoreInappInput {
   return {
@@ -16,16 +19,51 @@ function storeInput({ message, content, body }: DeliverInput): StoreInappInput {
   };
 }
 
+/** The send's log says which batched notification it went into (`inapp_batch_id`) and its place in it. */
+function batchedOutcome(stored: StoreBatchedResult): DeliverOutcome {
+  return {
+    result: { providerMessageId: stored.batchId },
+    delivered: true,
+    extra: {
+      inapp_batch_id: stored.batchId,
+      inapp_batch_count: stored.count,
+      ...(stored.templateError ? { inapp_batch_template_error: stored.templateError.slice(0, 500) } : {}),
+    },
+  };
+}
+
 export function inappExecutor(inapp: InappService): ChannelExecutor {
+  /** A batched send, inside `trx`; the batch's notification is pushed once that commits. */
+  async function deliverBatched(trx: Kysely<CoreTables>, input: DeliverInput, batch: InappBatchPlan) {
+    const scope = storeInput(input);
+    const stored = await inapp.storeBatched(trx, { ...scope, batch });
+    return { ...batchedOutcome(stored), ...(stored.joined ? { afterCommit: () => inapp.publishChanged(scope, [stored.batchId]) } : {}) };
+  }
+
   return {
     fromInline: (body) => (body.inapp ? { title: body.inapp.title, redirectURL: body.inapp.url, imageURL: body.inapp.image } : null),
     preview: (c) => str(c.title) ?? '',
+    planned(rendered, { message, source, type, parameters, user }) {
+      const settings = batchingOf(type.options?.INAPP_WEB);
+      if (!settings) return rendered;
+      const alone = { notificationId: message.notification_id, subNotificationId: message.sub_notification_id ?? undefined, title: rendered.title, redirectURL: rendered.redirectURL, imageURL: rendered.imageURL, parameters };
+      // The batch copy stays unrendered: it is rendered over the batch when the send joins it.
+      return { ...rendered, batching: planBatch(settings, alone, { template: source.batch, user }) };
+    },
     // Deliveries queued as jobs (before this process delivered in-app inline) still run here.
     async deliver(input) {
+      const batch = batchPlanOf(input.content);
+      if (batch) {
+        const { afterCommit, ...outcome } = await inapp.transaction((trx) => deliverBatched(trx, input, batch));
+        await afterCommit?.();
+        return outcome;
+      }
       const stored = await inapp.deliver(storeInput(input));
       return { result: { providerMessageId: stored.notification.id }, delivered: true };
     },
     async deliverInTransaction(trx, input) {
+      const batch = batchPlanOf(input.content);
+      if (batch) return deliverBatched(trx, input, batch);
       const scope = storeInput(input);
       const stored = await inapp.store(trx, scope);
       return {

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { DeliveryResult } from '../../../channels/types.js';
 import type { CoreTables } from '../../../storage/schema.js';
+import type { NotificationType } from '../../types/types.service.js';
 import type { SendChannel } from '../channels.js';
 import type { SendBody } from '../sending.schemas.js';
 import type { DeliveryRow, MessageRow } from '../sending.tables.js';
@@ -30,10 +31,27 @@ export interface BatchScope {
   once<T>(key: string, load: () => Promise<T>): Promise<T>;
 }
 
+/** What planning knows of a send when it stores a delivery's content (see ChannelExecutor.planned). */
+export interface PlanningSource {
+  message: MessageRow;
+  /** The content before rendering (a template's or the send's inline content). */
+  source: Record<string, unknown>;
+  type: NotificationType;
+  parameters: Record<string, unknown>;
+  user: Record<string, unknown>;
+}
+
 export interface ChannelExecutor {
   /** Maps inline content of the send body to the channel's template-shaped content. */
   fromInline(body: SendBody): Record<string, unknown> | null;
   preview(content: Record<string, unknown>): string;
+  /**
+   * The content a delivery stores, from the rendered content, when the channel needs more than
+   * the rendering (in-app batching: the batch it goes into and its unrendered batch copy).
+   * Decided once, at planning, so every run of the delivery does the same. May throw
+   * TemplateRenderError (the delivery then fails as its rendering would have).
+   */
+  planned?(rendered: Record<string, unknown>, planning: PlanningSource): Record<string, unknown>;
   /** `scope`: the batch this delivery is run in, when it is run in one. */
   deliver(input: DeliverInput, scope?: BatchScope): Promise<DeliverOutcome>;
   /**
