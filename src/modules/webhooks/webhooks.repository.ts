@@ -40,6 +40,11 @@ export interface ClaimedDelivery {
   failing_since: string | null;
 }
 
+export type EnabledEndpoint = Pick<
+  WebhookEndpointRow,
+  'id' | 'account_id' | 'events' | 'url' | 'secret_enc' | 'previous_secret_enc' | 'previous_secret_until' | 'updated_at' | 'failing_since'
+>;
+
 export interface AttemptFilter {
   eventType?: string;
   /** true: failed attempts only; false: successful only. */
@@ -139,19 +144,14 @@ export class WebhooksRepository {
     return true;
   }
 
-  /** The enabled endpoints of an environment (the dispatcher fans events out to them). */
-  enabledEndpoints(envId: string): Promise<Pick<WebhookEndpointRow, 'id' | 'account_id' | 'events' | 'created_at'>[]> {
+  /** The enabled endpoints of an environment, with what posting to them needs (the dispatcher fans events out to them and posts). */
+  enabledEndpoints(envId: string): Promise<EnabledEndpoint[]> {
     return this.db
       .selectFrom('webhook_endpoints')
-      .select(['id', 'account_id', 'events', 'created_at'])
+      .select(['id', 'account_id', 'events', 'url', 'secret_enc', 'previous_secret_enc', 'previous_secret_until', 'updated_at', 'failing_since'])
       .where('env_id', '=', envId)
       .where('disabled_at', 'is', null)
       .execute();
-  }
-
-  async hasEnabledEndpoints(envId: string): Promise<boolean> {
-    const row = await this.db.selectFrom('webhook_endpoints').select('id').where('env_id', '=', envId).where('disabled_at', 'is', null).limit(1).executeTakeFirst();
-    return row !== undefined;
   }
 
   // --- dispatch ---------------------------------------------------------------------------
