@@ -71,6 +71,8 @@ async function countSide(name: string, side: 'raw' | 'clarion', root?: string): 
     return { name, deliveries, mainPerDelivery: counted.main / deliveries, allPerDelivery: counted.all / deliveries };
   } finally {
     await stopChild(child);
+    // BENCH_CG_KEEP=<dir>: the callgrind files of each side for callgrind_annotate (native frames: SQLite, V8's builtins, libc).
+    if (process.env.BENCH_CG_KEEP) fs.cpSync(dir, path.join(process.env.BENCH_CG_KEEP, `${side}${root ? '-before' : ''}`), { recursive: true });
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
