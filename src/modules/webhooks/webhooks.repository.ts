@@ -238,8 +238,7 @@ export class WebhooksRepository {
 
   async insertEvents(rows: WebhookEventsTable[]): Promise<void> {
     if (this.fast && rows.length > 0) {
-      const insert = this.fast.prepare(insertSql('webhook_events', Object.keys(rows[0])));
-      for (const row of rows) insert.run(row);
+      insertRows(this.fast, 'webhook_events', rows);
       return;
     }
     for (let i = 0; i < rows.length; i += INSERT_CHUNK) await this.db.insertInto('webhook_events').values(rows.slice(i, i + INSERT_CHUNK)).execute();
@@ -247,8 +246,7 @@ export class WebhooksRepository {
 
   async insertDeliveries(rows: WebhookDeliveriesTable[]): Promise<void> {
     if (this.fast && rows.length > 0) {
-      const insert = this.fast.prepare(`${insertSql('webhook_deliveries', Object.keys(rows[0]))} ON CONFLICT (endpoint_id, event_id) DO NOTHING`);
-      for (const row of rows) insert.run(row);
+      insertRows(this.fast, 'webhook_deliveries', rows, ' ON CONFLICT (endpoint_id, event_id) DO NOTHING');
       return;
     }
     for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
@@ -321,8 +319,7 @@ export class WebhooksRepository {
 
   async insertAttempts(rows: WebhookAttemptsTable[]): Promise<void> {
     if (this.fast && rows.length > 0) {
-      const insert = this.fast.prepare(insertSql('webhook_attempts', Object.keys(rows[0])));
-      for (const row of rows) insert.run(row);
+      insertRows(this.fast, 'webhook_attempts', rows);
       return;
     }
     for (let i = 0; i < rows.length; i += INSERT_CHUNK) await this.db.insertInto('webhook_attempts').values(rows.slice(i, i + INSERT_CHUNK)).execute();
@@ -472,7 +469,14 @@ function claimDueSqlite(
   return rows;
 }
 
-/** `INSERT INTO table (a, b) VALUES (@a, @b)` for a prepared statement with named parameters. */
-function insertSql(table: string, columns: string[]): string {
-  return `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`;
+/**
+ * Inserts rows one prepared statement run each, with positional parameters in the order of the
+ * first row's columns: better-sqlite3 binds named parameters by looking each name up on the
+ * object from C++, which cost more than SQLite's own work on these 15-column rows (callgrind,
+ * bench webhook-instructions: about 80k instructions per delivery).
+ */
+function insertRows<Row extends object>(sqlite: SQLite.Database, table: string, rows: Row[], suffix = ''): void {
+  const columns = Object.keys(rows[0]) as (keyof Row)[];
+  const insert = sqlite.prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})${suffix}`);
+  for (const row of rows) insert.run(columns.map((c) => row[c]));
 }
