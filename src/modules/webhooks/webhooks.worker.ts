@@ -84,6 +84,12 @@ export class WebhookWorker {
   private claimAgain = false;
   /** Environments with ledger events not dispatched yet (found by a tick, or left for want of room). */
   private readonly backlog = new Map<string, { env_id: string; last_id: number }>();
+  /**
+   * Due deliveries may be waiting (retries come due, replays, expired leases, deliveries written
+   * due): set by each tick (the poll, a nudge) and by deliveries left due here; cleared by a
+   * claim that found fewer than it had room for. The flushes in between skip the claim's SELECT.
+   */
+  private dueMayWait = true;
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> = Promise.resolve();
   /** Polling on its own timer (start() until stop()). */
@@ -118,6 +124,7 @@ export class WebhookWorker {
   async runOnce(): Promise<number> {
     const before = this.attemptsMade;
     await this.findNewEvents();
+    this.dueMayWait = true;
     await this.claim();
     await Promise.allSettled([...this.posts]);
     await this.flushing;
@@ -158,6 +165,7 @@ export class WebhookWorker {
   private async tick(): Promise<void> {
     try {
       await this.findNewEvents();
+      this.dueMayWait = true;
       await this.claim();
     } catch (err) {
       this.deps.logger.error({ err }, 'webhooks: worker tick failed');
@@ -235,7 +243,11 @@ export class WebhookWorker {
         return busy > 0 && budget < worth ? 0 : Math.max(0, budget);
       },
       take: (delivery) => {
-        if (this.stopped || this.active + claimed.length >= concurrency || inflight(delivery.endpoint_id) >= perEndpoint) return false;
+        if (this.stopped || this.active + claimed.length >= concurrency || inflight(delivery.endpoint_id) >= perEndpoint) {
+          // Written due: a later claim posts it.
+          this.dueMayWait = true;
+          return false;
+        }
         taking.set(delivery.endpoint_id, (taking.get(delivery.endpoint_id) ?? 0) + 1);
         claimed.push(delivery);
         return true;
@@ -257,7 +269,7 @@ export class WebhookWorker {
    */
   private async claimIn(repo: WebhooksRepository, lease: string, now: Date, until: string): Promise<Taken> {
     const free = this.room();
-    if (free === 0) return { lease, claims: [], more: false, dispatched: [] };
+    if (free === 0 || !this.dueMayWait) return { lease, claims: [], more: false, dispatched: [] };
     const full = [...this.inflight].filter(([, n]) => n >= this.options.perEndpoint).map(([id]) => id);
     const claimed = await repo.claimDue(now.toISOString(), free, full, lease, until);
     const claims: ClaimedDelivery[] = [];
@@ -273,6 +285,7 @@ export class WebhookWorker {
     }
     // More of one endpoint than it may have in flight: back to due, not attempted.
     if (over.length > 0) await repo.release(over, lease, now.toISOString());
+    this.dueMayWait = claimed.length === free || over.length > 0;
     return { lease, claims, more: claimed.length > 0 && claimed.length === free, dispatched: [] };
   }
 
@@ -298,7 +311,7 @@ export class WebhookWorker {
     let result: PostResult;
     try {
       const keys = this.signingKeys(claim, at.getTime());
-      result = await this.sender.post(claim.url, { ...signatureHeaders(keys, claim.event_id, at.getTime(), claim.payload) }, claim.payload);
+      result = await this.sender.post(claim.url, signatureHeaders(keys, claim.event_id, at.getTime(), claim.payload), claim.payload);
     } catch (err) {
       result = { statusCode: null, headers: {}, body: '', durationMs: 0, error: `INTERNAL: ${(err as Error).message}` };
     }
