@@ -128,6 +128,21 @@ async function main() {
     printWebhookBench(await runWebhookBench());
   }
 
+  if (optedIn('webhook-instructions')) {
+    const { callgrindMissing } = await import('./send-instructions.js');
+    const { webhookInstructions, printWebhookInstructions } = await import('./webhook-instructions.js');
+    const missing = callgrindMissing();
+    if (missing) console.log(`\nWebhook instructions: skipped (${missing})`);
+    else {
+      const before = BENCH.beforeRef ? checkoutBefore(BENCH.beforeRef) : undefined;
+      try {
+        printWebhookInstructions(await webhookInstructions(before));
+      } finally {
+        before?.remove();
+      }
+    }
+  }
+
   if (wants('webpush')) {
     const { runWebPushBench, printWebPushBench } = await import('./web-push.js');
     printWebPushBench(await runWebPushBench());

@@ -111,7 +111,7 @@ async function countSide(name: string, root: string): Promise<InstructionCount> 
 }
 
 /** Instructions of dump `part` (files callgrind.out.<part>-<thread>): on the main thread (1) and on all. */
-function dumpTotals(dir: string, part: number): { main: number; all: number } {
+export function dumpTotals(dir: string, part: number): { main: number; all: number } {
   let all = 0;
   let main = 0;
   for (const file of fs.readdirSync(dir).filter((f) => f.startsWith(`callgrind.out.${part}-`))) {
@@ -122,7 +122,7 @@ function dumpTotals(dir: string, part: number): { main: number; all: number } {
   return { main, all };
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
+export async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
   const exited = new Promise((r) => child.once('exit', r));
   child.kill('SIGKILL');

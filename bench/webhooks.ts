@@ -3,25 +3,15 @@
 // alternating rounds in the same run. Clarion's side is the whole pipeline in this process:
 // dispatch of delivery_events into webhook events and deliveries, claims, signing, the
 // SSRF-guarded POST, and the recording of every attempt (SQLite, WAL).
-// Alone: npx tsx bench/webhooks.ts [events] [rounds]
+// Alone: npx tsx bench/webhooks.ts [events] [rounds]; one side: --side clarion|raw (see sideMode)
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
+import inspector from 'node:inspector/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import pino from 'pino';
-import { Agent, type Dispatcher } from 'undici';
-import { loadConfig } from '../src/config.js';
-import { buildDeps } from '../src/deps.js';
-import { createAccountWithEnvironment } from '../src/modules/accounts/bootstrap.js';
-import type { DeliveryRow, MessageRow, SendingTables } from '../src/modules/sending/sending.tables.js';
-import { signatureHeaders, signingKey } from '../src/modules/webhooks/signing.js';
-import { WebhooksService } from '../src/modules/webhooks/webhooks.service.js';
-import { Secrets } from '../src/secrets.js';
-import { openStorage } from '../src/storage/db.js';
-import { CLARION_LOG_LEVEL, median, percents } from './lib.js';
+import { median, percents, CLARION_LOG_LEVEL } from './lib.js';
+import { type RoundResult, type Side, clarionSide, rawSide } from './webhook-sides.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = path.resolve(path.dirname(SELF), '..');
@@ -108,157 +98,95 @@ export async function runWebhookBench(options: { events?: number; rounds?: numbe
   const perEndpoint = Number(process.env.BENCH_WEBHOOK_ENDPOINT_CONCURRENCY ?? 16);
   const receiver = await startReceiver(endpoints);
   const urls = receiver.ports.map((p) => `http://127.0.0.1:${p}/hook`);
-
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-bench-wh-'));
-  const config = {
-    ...loadConfig({ CLARION_DATA_DIR: dataDir, LOG_LEVEL: CLARION_LOG_LEVEL }),
-    allowPrivateNetworks: true,
-    webhookConcurrency: endpoints * perEndpoint,
-    webhookEndpointConcurrency: perEndpoint,
-    webhookPollMs: 50,
-  };
-  const storage = openStorage({ sqliteFile: path.join(dataDir, 'clarion.sqlite') });
-  await storage.migrate();
-  // The process's logger as the server builds it (stdout), at the bench's level; nothing is logged per delivery.
-  const logger = pino({ level: CLARION_LOG_LEVEL }, pino.destination({ dest: '/dev/null', sync: false }));
-  const deps = buildDeps(config, { storage, logger, secrets: new Secrets(randomBytes(32)) });
-  const account = await createAccountWithEnvironment(deps, { name: 'bench' });
-  const scope = { accountId: account.accountId, envId: account.clientId };
-  const service = new WebhooksService(deps);
-  const secrets: string[] = [];
-  for (const url of urls) secrets.push((await service.create(scope, { webhook: url, events: ['EMAIL_FAILED'] })).secret);
-  const db = deps.db.withTables<SendingTables>();
-
-  // Seeds `n` failed email deliveries through the ledger: one delivery_events row each, spread over the endpoints by subscription (all subscribe).
-  let seq = 0;
-  async function seedEvents(n: number): Promise<void> {
-    const at = new Date().toISOString();
-    const messages: MessageRow[] = [];
-    const deliveries: DeliveryRow[] = [];
-    for (let i = 0; i < n; i++) {
-      const id = `b${++seq}`;
-      messages.push({ tracking_id: id, account_id: scope.accountId, env_id: scope.envId, notification_id: 'order_shipped', user_id: `user-${seq}`, user_email: null, user_number: null, template_id: null, sub_notification_id: null, request: '{}', state: 'processed', job_id: null, ip: null, agent: null, received_at: at, processed_at: at, scheduled_for: null, schedule_updated_at: null, schedule_updated_to: null, schedule_deleted_at: null, failed_at: null, failed_code: null, failed_internal: null, skipped: null });
-      deliveries.push({ id: `${id}-email`, tracking_id: id, account_id: scope.accountId, env_id: scope.envId, channel: 'email', routing: 'SEND', routing_reason: null, status: 'pending', content: null, preview: null, attempts: 0, sent_at: null, delivered_at: null, failed_at: null, failed_code: null, failed_internal: null, provider_message_id: null, extra: null, created_at: at, updated_at: at });
-    }
-    for (let i = 0; i < n; i += 400) {
-      await db.insertInto('messages').values(messages.slice(i, i + 400)).execute();
-      await db.insertInto('deliveries').values(deliveries.slice(i, i + 400)).execute();
-    }
-    await deps.ledger.transaction(async (tx) => {
-      for (const d of deliveries) await tx.deliveryFailed(d.id, null, { at, code: 'RECIPIENT_REFUSED', reason: '550 5.1.1 user unknown' });
-    });
-  }
-
   // One endpoint receives n/endpoints events, each delivered to every endpoint: deliveries = events x endpoints.
   const perRound = Math.max(1, Math.floor(events / endpoints));
   const deliveriesPerRound = perRound * endpoints;
-
-  async function clarionRound(): Promise<{ perSecond: number; cpuUs: number }> {
-    await seedEvents(perRound);
-    const done = await receiver.expect(deliveriesPerRound);
-    const cpu = process.cpuUsage();
-    const started = process.hrtime.bigint();
-    service.worker.start();
-    await done();
-    // ...and every attempt recorded.
-    await service.worker.stop();
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    const used = process.cpuUsage(cpu);
-    return { perSecond: deliveriesPerRound / seconds, cpuUs: (used.user + used.system) / deliveriesPerRound };
-  }
-
-  // The same bodies, signed the same way, posted at the same concurrency per endpoint with the
-  // fastest current way to do it: undici's current major (7; 8 needs Node >= 22.19, and this
-  // runtime is Node 20) through its dispatch API with a handler of the current (documented)
-  // form reading status, headers and body, on a keep-alive Agent of perEndpoint connections per
-  // endpoint. Measured on this host, µs CPU per request: request(url) 46-49, agent.request({origin,
-  // path}) 33, dispatch 29.5 (the legacy onHeaders/onData handler form, undocumented since 7,
-  // 27.7). Pipelining is left off, as undici's docs advise unless the workload suits it: the
-  // POSTs are not idempotent (RFC 9112 9.3.2), and with requests in flight equal to connections
-  // it only adds head-of-line waits (measured: 4 connections x pipelining 4 with blocking: false
-  // cost ~25% more CPU per request and ~20% less rate than 16 x 1).
-  const bodies = Array.from({ length: 200 }, (_, i) =>
-    JSON.stringify({ id: `evt_${i}`, eventType: 'EMAIL_FAILED', channel: 'EMAIL', userId: `user-${i}`, notificationId: 'order_shipped', trackingId: `b${i}`, failureCode: 'RECIPIENT_REFUSED', occurredAt: new Date().toISOString(), details: { email_failed_at: new Date().toISOString(), reason: '550 5.1.1 user unknown' } }),
-  );
-  const keys = secrets.map((s) => [signingKey(s)]);
-  const agents = urls.map(() => new Agent({ connections: perEndpoint }));
-  const origins = urls.map((u) => new URL(u).origin);
-  /** One POST: resolves with the status once the whole answer (headers and body) is read. */
-  const post = (agent: Agent, options: Dispatcher.DispatchOptions) =>
-    new Promise<number>((resolve, reject) => {
-      let status = 0;
-      const chunks: Buffer[] = [];
-      agent.dispatch(options, {
-        onRequestStart() {},
-        onResponseStart(_controller, statusCode) {
-          status = statusCode;
-        },
-        onResponseData(_controller, chunk) {
-          chunks.push(chunk);
-        },
-        onResponseEnd() {
-          Buffer.concat(chunks).toString('utf8');
-          resolve(status);
-        },
-        onResponseError(_controller, err) {
-          reject(err);
-        },
-      });
-    });
-  async function rawRound(): Promise<{ perSecond: number; cpuUs: number }> {
-    const done = await receiver.expect(deliveriesPerRound);
-    const cpu = process.cpuUsage();
-    const started = process.hrtime.bigint();
-    let failures = 0;
-    await Promise.all(
-      urls.flatMap((_url, e) =>
-        Array.from({ length: perEndpoint }, async (_, lane) => {
-          for (let i = lane; i < perRound; i += perEndpoint) {
-            const body = bodies[i % bodies.length];
-            const headers = signatureHeaders(keys[e], `evt_${i}`, Date.now(), body);
-            const status = await post(agents[e], { origin: origins[e], path: '/hook', method: 'POST', headers: { 'content-type': 'application/json', 'user-agent': 'raw', ...headers }, body });
-            if (status !== 200) failures++;
-          }
-        }),
-      ),
-    );
-    await done();
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    const used = process.cpuUsage(cpu);
-    if (failures) throw new Error(`raw baseline: ${failures} failures`);
-    return { perSecond: deliveriesPerRound / seconds, cpuUs: (used.user + used.system) / deliveriesPerRound };
-  }
+  const clarion = await clarionSide({ urls, perRound, perEndpoint });
+  const raw = rawSide({ urls, perRound, perEndpoint, secrets: clarion.secrets });
+  const round = async (side: Side) => {
+    await side.prepare();
+    return side.round(await receiver.expect(deliveriesPerRound));
+  };
 
   try {
     // Warm-up of both.
-    await rawRound();
-    await clarionRound();
-    const raw: { perSecond: number; cpuUs: number }[] = [];
-    const clarion: { perSecond: number; cpuUs: number }[] = [];
-    for (let round = 0; round < rounds; round++) {
-      raw.push(await rawRound());
-      clarion.push(await clarionRound());
+    await round(raw);
+    await round(clarion);
+    const rawRounds: RoundResult[] = [];
+    const clarionRounds: RoundResult[] = [];
+    for (let i = 0; i < rounds; i++) {
+      rawRounds.push(await round(raw));
+      clarionRounds.push(await round(clarion));
     }
-    const ratios = clarion.map((c, i) => c.perSecond / raw[i].perSecond);
+    const ratios = clarionRounds.map((c, i) => c.perSecond / rawRounds[i].perSecond);
     return {
       events: deliveriesPerRound,
       endpoints,
       perEndpoint,
-      rawPerSecond: median(raw.map((r) => r.perSecond)),
-      clarionPerSecond: median(clarion.map((r) => r.perSecond)),
-      rawCpuUs: median(raw.map((r) => r.cpuUs)),
-      clarionCpuUs: median(clarion.map((r) => r.cpuUs)),
+      rawPerSecond: median(rawRounds.map((r) => r.perSecond)),
+      clarionPerSecond: median(clarionRounds.map((r) => r.perSecond)),
+      rawCpuUs: median(rawRounds.map((r) => r.cpuUs)),
+      clarionCpuUs: median(clarionRounds.map((r) => r.cpuUs)),
       ratio: median(ratios),
       ratios,
     };
   } finally {
-    await service.worker.stop();
-    await service.sender.close();
-    await Promise.all(agents.map((a) => a.close()));
+    await clarion.close();
+    await raw.close();
     receiver.child.stdin!.end();
-    await storage.close();
-    fs.rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * One side alone in this process (`--side clarion|raw`, `--root <checkout>` for Clarion's code of
+ * another checkout): for --cpu-prof, and for callgrind (bench/webhook-instructions.ts). With
+ * `--hold`, prints WARM after the warm-up round and waits for a line on stdin before the
+ * measured rounds, then prints DONE and waits for another line before exiting.
+ */
+async function sideMode(argv: string[]): Promise<void> {
+  const arg = (name: string) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
+  const which = arg('--side');
+  const events = Number(arg('--events') ?? 3000);
+  const rounds = Number(arg('--rounds') ?? 4);
+  const endpoints = Number(process.env.BENCH_WEBHOOK_ENDPOINTS ?? 4);
+  const perEndpoint = Number(process.env.BENCH_WEBHOOK_ENDPOINT_CONCURRENCY ?? 16);
+  const receiver = await startReceiver(endpoints);
+  const urls = receiver.ports.map((p) => `http://127.0.0.1:${p}/hook`);
+  const perRound = Math.max(1, Math.floor(events / endpoints));
+  const clarion = await clarionSide({ urls, perRound, perEndpoint, root: arg('--root') });
+  const side = which === 'raw' ? rawSide({ urls, perRound, perEndpoint, secrets: clarion.secrets }) : clarion;
+  const hold = argv.includes('--hold');
+  const line = () => new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
+  const round = async () => {
+    await side.prepare();
+    return side.round(await receiver.expect(perRound * endpoints));
+  };
+  await round();
+  if (hold) {
+    process.stdout.write('WARM\n');
+    await line();
+  }
+  // --profile-dir: a CPU profile of each measured round alone, without its preparation (the ledger events it delivers).
+  const profileDir = arg('--profile-dir');
+  const profiler = profileDir ? new inspector.Session() : undefined;
+  profiler?.connect();
+  await profiler?.post('Profiler.enable');
+  const results: RoundResult[] = [];
+  for (let i = 0; i < rounds; i++) {
+    await side.prepare();
+    const done = await receiver.expect(perRound * endpoints);
+    await profiler?.post('Profiler.start');
+    results.push(await side.round(done));
+    if (profiler) fs.writeFileSync(path.join(profileDir!, `round-${i}.cpuprofile`), JSON.stringify((await profiler.post('Profiler.stop')).profile));
+  }
+  if (hold) {
+    process.stdout.write(`DONE ${perRound * endpoints * rounds}\n`);
+    await line();
+  }
+  console.error(`${which}: ${results.map((r) => `${r.perSecond.toFixed(0)}/s ${r.cpuUs.toFixed(1)} µs`).join(', ')}`);
+  if (side !== clarion) await side.close();
+  await clarion.close();
+  receiver.child.stdin!.end();
 }
 
 export function printWebhookBench(r: WebhookBenchResult): void {
@@ -271,7 +199,10 @@ export function printWebhookBench(r: WebhookBenchResult): void {
 
 if (process.argv[1] && pathToFileURL(process.argv[1]).href === import.meta.url) {
   if (process.argv.includes('--receiver')) await receiverMode(Number(process.argv[process.argv.indexOf('--receiver') + 1]));
-  else {
+  else if (process.argv.includes('--side')) {
+    await sideMode(process.argv);
+    process.exit(0);
+  } else {
     const [events, rounds] = process.argv.slice(2).map(Number);
     printWebhookBench(await runWebhookBench({ ...(events ? { events } : {}), ...(rounds ? { rounds } : {}) }));
     process.exit(0);

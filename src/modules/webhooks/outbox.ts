@@ -3,8 +3,8 @@ import type { Kysely } from 'kysely';
 import type { Clock, Ids } from '../../clock.js';
 import type { Dialect } from '../../storage/db.js';
 import type { CoreTables } from '../../storage/schema.js';
-import { type WebhookEventType, type WebhookPayload, eventTypeOf, payloadOfTransition } from './events.js';
-import { WebhooksRepository } from './webhooks.repository.js';
+import { type TransitionRow, type WebhookEventType, type WebhookPayload, eventTypeOf, payloadOfTransition } from './events.js';
+import { type ClaimedDelivery, type EnabledEndpoint, WebhooksRepository } from './webhooks.repository.js';
 import type { WebhookDeliveriesTable, WebhookEventsTable } from './webhooks.tables.js';
 
 /** An event to emit: its payload without the id, which the outbox gives. */
@@ -15,6 +15,33 @@ export interface NewWebhookEvent {
   payload: Omit<WebhookPayload, 'id' | 'eventType'>;
   /** The ledger transition it comes from (dispatcher only). */
   sourceId?: number;
+}
+
+/** An enabled endpoint as the outbox fans events out to it (and the worker posts to it). */
+export interface FanoutEndpoint extends EnabledEndpoint {
+  subscribed: Set<string>;
+}
+
+/** The endpoints' subscriptions parsed once per read. */
+export function fanoutEndpoints(rows: EnabledEndpoint[]): FanoutEndpoint[] {
+  return rows.map((row) => ({ ...row, subscribed: new Set(JSON.parse(row.events) as string[]) }));
+}
+
+/** The endpoints an event goes to: of its account, subscribed to its type. */
+export function subscribersOf(endpoints: FanoutEndpoint[], event: Pick<NewWebhookEvent, 'accountId' | 'type'>): FanoutEndpoint[] {
+  return endpoints.filter((e) => e.account_id === event.accountId && e.subscribed.has(event.type));
+}
+
+export interface OutboxWriteOptions {
+  /** Each environment's enabled endpoints, when the caller read them in this transaction already. */
+  endpoints?: Map<string, FanoutEndpoint[]>;
+  /**
+   * Offered each new delivery: returns the lease and due time to write on it when the caller
+   * posts it itself right after the commit (the worker, with room for it), null to leave it due
+   * now for whichever worker claims it. A leased row is due again when the lease ends, as a
+   * claimed one is, so a caller that dies before posting loses nothing.
+   */
+  take?: (delivery: ClaimedDelivery) => { lease: string; until: string } | null;
 }
 
 /**
@@ -34,33 +61,57 @@ export class WebhookOutbox {
   }
 
   /** Writes the events of one environment; returns how many deliveries were made. */
-  async write(repo: WebhooksRepository, events: NewWebhookEvent[]): Promise<number> {
+  async write(repo: WebhooksRepository, events: NewWebhookEvent[], options: OutboxWriteOptions = {}): Promise<number> {
     if (events.length === 0) return 0;
     const now = this.deps.clock.now().toISOString();
-    const byEnv = new Map<string, { id: string; account_id: string; events: Set<string> }[]>();
+    const byEnv = new Map(options.endpoints);
     const eventRows: WebhookEventsTable[] = [];
     const deliveryRows: WebhookDeliveriesTable[] = [];
     for (const event of events) {
       let endpoints = byEnv.get(event.envId);
       if (!endpoints) {
-        endpoints = (await repo.enabledEndpoints(event.envId)).map((e) => ({ id: e.id, account_id: e.account_id, events: new Set(JSON.parse(e.events) as string[]) }));
+        endpoints = fanoutEndpoints(await repo.enabledEndpoints(event.envId));
         byEnv.set(event.envId, endpoints);
       }
-      const subscribed = endpoints.filter((e) => e.account_id === event.accountId && e.events.has(event.type));
+      const subscribed = subscribersOf(endpoints, event);
       if (subscribed.length === 0) continue;
       const id = `evt_${this.deps.ids.uuid().replace(/-/g, '')}`;
-      const payload: WebhookPayload = { id, eventType: event.type, ...event.payload };
+      const payload = JSON.stringify({ id, eventType: event.type, ...event.payload } satisfies WebhookPayload);
       eventRows.push({
         id,
         account_id: event.accountId,
         env_id: event.envId,
         type: event.type,
-        tracking_id: payload.trackingId || null,
+        tracking_id: event.payload.trackingId || null,
         source_id: event.sourceId ?? null,
-        payload: JSON.stringify(payload),
+        payload,
         created_at: now,
       });
-      for (const endpoint of subscribed) deliveryRows.push(pendingDelivery(this.deps.ids.uuid(), endpoint.id, { id, accountId: event.accountId, envId: event.envId, type: event.type }, now));
+      for (const endpoint of subscribed) {
+        const row = pendingDelivery(this.deps.ids.uuid(), endpoint.id, { id, accountId: event.accountId, envId: event.envId, type: event.type }, now);
+        const lease = options.take?.({
+          id: row.id,
+          endpoint_id: endpoint.id,
+          event_id: id,
+          event_type: event.type,
+          account_id: event.accountId,
+          env_id: event.envId,
+          attempts: 0,
+          round_attempts: 0,
+          payload,
+          url: endpoint.url,
+          secret_enc: endpoint.secret_enc,
+          previous_secret_enc: endpoint.previous_secret_enc,
+          previous_secret_until: endpoint.previous_secret_until,
+          endpoint_updated_at: endpoint.updated_at,
+          failing_since: endpoint.failing_since,
+        });
+        if (lease) {
+          row.lease = lease.lease;
+          row.next_attempt_at = lease.until;
+        }
+        deliveryRows.push(row);
+      }
     }
     await repo.insertEvents(eventRows);
     await repo.insertDeliveries(deliveryRows);
@@ -68,16 +119,17 @@ export class WebhookOutbox {
   }
 }
 
+/** The webhook event of one ledger transition, or null (see eventTypeOf). */
+export function eventOfTransition(row: TransitionRow): NewWebhookEvent | null {
+  const type = eventTypeOf(row);
+  if (!type) return null;
+  const { id: _id, eventType: _type, ...payload } = payloadOfTransition('', type, row);
+  return { accountId: row.account_id, envId: row.env_id, type, payload, sourceId: row.id };
+}
+
 /** Makes the webhook events of ledger transitions (the dispatcher's mapping). */
-export function eventsOfTransitions(rows: Parameters<typeof payloadOfTransition>[2][]): NewWebhookEvent[] {
-  const events: NewWebhookEvent[] = [];
-  for (const row of rows) {
-    const type = eventTypeOf(row);
-    if (!type) continue;
-    const { id: _id, eventType: _type, ...payload } = payloadOfTransition('', type, row);
-    events.push({ accountId: row.account_id, envId: row.env_id, type, payload, sourceId: row.id });
-  }
-  return events;
+export function eventsOfTransitions(rows: TransitionRow[]): NewWebhookEvent[] {
+  return rows.map(eventOfTransition).filter((event) => event !== null);
 }
 
 /** A delivery of an event to an endpoint, due at once (the outbox's, and a replay's with no earlier one). */

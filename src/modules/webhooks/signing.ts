@@ -34,14 +34,15 @@ export function signingKey(secret: string): SigningKey {
   return { whole: Buffer.from(secret, 'utf8'), raw: Buffer.from(encoded, 'base64') };
 }
 
-export interface SignedHeaders {
+/** A type, not an interface, so that it is a Record<string, string> (what the sender takes). */
+export type SignedHeaders = {
   'x-service-id': string;
   'x-service-timestamp': string;
   'x-service-signature': string;
   'webhook-id': string;
   'webhook-timestamp': string;
   'webhook-signature': string;
-}
+};
 
 /**
  * The signature headers of one attempt. `keys[0]` is the current secret; a second key (the

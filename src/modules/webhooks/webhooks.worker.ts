@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock, Ids } from '../../clock.js';
 import type { Secrets } from '../../secrets.js';
-import { type WebhookOutbox, eventsOfTransitions } from './outbox.js';
+import { type DispatchRoom, dispatchStep } from './dispatch.js';
+import type { WebhookOutbox } from './outbox.js';
 import { DISABLE_AFTER_MS, nextDelayMs, parseRetryAfter } from './schedule.js';
 import { type SigningKey, signatureHeaders, signingKey } from './signing.js';
 import type { PostResult, WebhookSender } from './webhook-sender.js';
@@ -40,6 +41,8 @@ interface Taken {
   lease: string;
   claims: ClaimedDelivery[];
   more: boolean;
+  /** Environments whose ledger events were all dispatched. */
+  dispatched: { env_id: string; last_id: number }[];
 }
 
 interface EndpointHealth {
@@ -79,6 +82,14 @@ export class WebhookWorker {
   private flushing: Promise<void> = Promise.resolve();
   private claiming = false;
   private claimAgain = false;
+  /** Environments with ledger events not dispatched yet (found by a tick, or left for want of room). */
+  private readonly backlog = new Map<string, { env_id: string; last_id: number }>();
+  /**
+   * Due deliveries may be waiting (retries come due, replays, expired leases, deliveries written
+   * due): set by each tick (the poll, a nudge) and by deliveries left due here; cleared by a
+   * claim that found fewer than it had room for. The flushes in between skip the claim's SELECT.
+   */
+  private dueMayWait = true;
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> = Promise.resolve();
   /** Polling on its own timer (start() until stop()). */
@@ -111,8 +122,9 @@ export class WebhookWorker {
    * claim what is due, wait for those requests and record them. Returns the attempts made.
    */
   async runOnce(): Promise<number> {
-    await this.dispatch();
     const before = this.attemptsMade;
+    await this.findNewEvents();
+    this.dueMayWait = true;
     await this.claim();
     await Promise.allSettled([...this.posts]);
     await this.flushing;
@@ -152,41 +164,23 @@ export class WebhookWorker {
 
   private async tick(): Promise<void> {
     try {
-      await this.dispatch();
+      await this.findNewEvents();
+      this.dueMayWait = true;
       await this.claim();
     } catch (err) {
       this.deps.logger.error({ err }, 'webhooks: worker tick failed');
     }
   }
 
-  /** Turns new ledger events into webhook events and deliveries, environment by environment. */
-  async dispatch(): Promise<number> {
-    const limit = this.options.dispatchBatch ?? 500;
-    let made = 0;
-    for (const env of await this.repo.envsWithNewEvents()) {
-      for (;;) {
-        const more = await this.repo.transaction(async (repo) => {
-          const cursor = await repo.lockCursor(env.env_id);
-          if (cursor === null) return false;
-          // An environment without enabled endpoints (most, when nobody uses webhooks) skips its
-          // events unread: the sends' events cost the worker nothing then.
-          if (!(await repo.hasEnabledEndpoints(env.env_id))) {
-            await repo.setCursor(env.env_id, Math.max(cursor, env.last_id));
-            return false;
-          }
-          const rows = await repo.transitionsAfter(env.env_id, cursor, limit);
-          if (rows.length === 0) return false;
-          made += await this.outbox.write(repo, eventsOfTransitions(rows));
-          await repo.setCursor(env.env_id, rows[rows.length - 1].id);
-          return rows.length === limit;
-        });
-        if (!more) break;
-      }
-    }
-    return made;
+  /** Environments whose ledger events went past what webhooks consumed: dispatched by the next claims. */
+  private async findNewEvents(): Promise<void> {
+    for (const env of await this.repo.envsWithNewEvents()) this.backlog.set(env.env_id, env);
   }
 
-  /** Claims due deliveries while there is room, and posts them. */
+  /**
+   * Takes work while there is room, each time in one transaction (takeIn): due deliveries, then
+   * new ledger events; and posts it.
+   */
   async claim(): Promise<void> {
     if (this.claiming) {
       this.claimAgain = true;
@@ -196,8 +190,8 @@ export class WebhookWorker {
     try {
       do {
         this.claimAgain = false;
-        while (this.room() > 0) {
-          const taken = await this.repo.transaction((repo) => this.claimIn(repo));
+        for (;;) {
+          const taken = await this.repo.transaction((repo) => this.takeIn(repo));
           this.launchAll(taken);
           if (!taken.more) break;
         }
@@ -205,6 +199,60 @@ export class WebhookWorker {
     } finally {
       this.claiming = false;
     }
+  }
+
+  /**
+   * In the caller's transaction (with the claiming flag held): claims due deliveries (claimIn),
+   * then, with the room left, dispatches the environments' new ledger events (dispatchStep) and
+   * takes at once the new deliveries there is room for: they are written leased to this worker
+   * as a claim would lease them, so the first attempt of a delivery costs no claim (its SELECT
+   * of the delivery, event and endpoint and its UPDATE). While the endpoints have no room, the
+   * ledger events wait unread (committed: nothing is lost) and a later flush dispatches them, so
+   * deliveries are made about as fast as they are posted. Nothing is reserved here: launchAll()
+   * takes the slots once this is committed (a rolled-back transaction holds none).
+   */
+  private async takeIn(repo: WebhooksRepository): Promise<Taken> {
+    const now = this.deps.clock.now();
+    const until = new Date(now.getTime() + this.options.leaseMs).toISOString();
+    const taken = await this.claimIn(repo, randomUUID(), now, until);
+    if (taken.more || this.backlog.size === 0) return taken;
+    const room = this.roomAfter(taken.claims);
+    for (const env of [...this.backlog.values()]) {
+      const step = await dispatchStep(repo, this.outbox, env, room, { lease: taken.lease, until, limit: this.options.dispatchBatch ?? 500 });
+      if (step.more) taken.more = true;
+      else if (!step.backlog) taken.dispatched.push(env);
+    }
+    return taken;
+  }
+
+  /** The room a dispatch has once `claimed` (not yet launched) take their slots. */
+  private roomAfter(claimed: ClaimedDelivery[]): DispatchRoom {
+    const taking = new Map<string, number>();
+    for (const c of claimed) taking.set(c.endpoint_id, (taking.get(c.endpoint_id) ?? 0) + 1);
+    const inflight = (endpointId: string) => (this.inflight.get(endpointId) ?? 0) + (taking.get(endpointId) ?? 0);
+    const { concurrency, perEndpoint } = this.options;
+    return {
+      budget: (endpoints) => {
+        if (this.stopped) return 0;
+        let free = 0;
+        for (const e of endpoints) free += Math.max(0, perEndpoint - inflight(e.id));
+        const busy = this.active + claimed.length;
+        const budget = Math.min(free, concurrency - busy);
+        // One dispatch per few freed slots, not per slot (as room() does for claims).
+        const worth = Math.max(1, Math.floor(Math.min(concurrency, endpoints.length * perEndpoint) / 4));
+        return busy > 0 && budget < worth ? 0 : Math.max(0, budget);
+      },
+      take: (delivery) => {
+        if (this.stopped || this.active + claimed.length >= concurrency || inflight(delivery.endpoint_id) >= perEndpoint) {
+          // Written due: a later claim posts it.
+          this.dueMayWait = true;
+          return false;
+        }
+        taking.set(delivery.endpoint_id, (taking.get(delivery.endpoint_id) ?? 0) + 1);
+        claimed.push(delivery);
+        return true;
+      },
+    };
   }
 
   /** Free slots worth a claim now: none while most are busy (one claim per few deliveries, not per delivery). */
@@ -216,17 +264,14 @@ export class WebhookWorker {
   }
 
   /**
-   * In the caller's transaction (with the claiming flag held): claims up to room() due
-   * deliveries and gives back those over their endpoint's limit. Nothing is reserved here:
-   * launchAll() takes the slots once the claim is committed (a rolled-back claim holds none).
+   * In the caller's transaction: claims up to room() due deliveries under `lease` until `until`,
+   * and gives back those over their endpoint's limit.
    */
-  private async claimIn(repo: WebhooksRepository): Promise<Taken> {
+  private async claimIn(repo: WebhooksRepository, lease: string, now: Date, until: string): Promise<Taken> {
     const free = this.room();
-    if (free === 0) return { lease: '', claims: [], more: false };
+    if (free === 0 || !this.dueMayWait) return { lease, claims: [], more: false, dispatched: [] };
     const full = [...this.inflight].filter(([, n]) => n >= this.options.perEndpoint).map(([id]) => id);
-    const now = this.deps.clock.now();
-    const lease = randomUUID();
-    const claimed = await repo.claimDue(now.toISOString(), free, full, lease, new Date(now.getTime() + this.options.leaseMs).toISOString());
+    const claimed = await repo.claimDue(now.toISOString(), free, full, lease, until);
     const claims: ClaimedDelivery[] = [];
     const over: string[] = [];
     const taking = new Map<string, number>();
@@ -240,11 +285,14 @@ export class WebhookWorker {
     }
     // More of one endpoint than it may have in flight: back to due, not attempted.
     if (over.length > 0) await repo.release(over, lease, now.toISOString());
-    return { lease, claims, more: claimed.length > 0 && claimed.length === free };
+    this.dueMayWait = claimed.length === free || over.length > 0;
+    return { lease, claims, more: claimed.length > 0 && claimed.length === free, dispatched: [] };
   }
 
   /** Takes the slots of a committed claim and posts its deliveries. */
   private launchAll(taken: Taken): void {
+    // Unless a tick found newer events of it meanwhile.
+    for (const env of taken.dispatched) if (this.backlog.get(env.env_id) === env) this.backlog.delete(env.env_id);
     for (const claim of taken.claims) {
       this.inflight.set(claim.endpoint_id, (this.inflight.get(claim.endpoint_id) ?? 0) + 1);
       this.active++;
@@ -263,7 +311,7 @@ export class WebhookWorker {
     let result: PostResult;
     try {
       const keys = this.signingKeys(claim, at.getTime());
-      result = await this.sender.post(claim.url, { ...signatureHeaders(keys, claim.event_id, at.getTime(), claim.payload) }, claim.payload);
+      result = await this.sender.post(claim.url, signatureHeaders(keys, claim.event_id, at.getTime(), claim.payload), claim.payload);
     } catch (err) {
       result = { statusCode: null, headers: {}, body: '', durationMs: 0, error: `INTERNAL: ${(err as Error).message}` };
     }
@@ -324,7 +372,7 @@ export class WebhookWorker {
     try {
       taken = await this.repo.transaction(async (repo) => {
         await this.record(repo, batch);
-        return claimToo ? this.claimIn(repo) : null;
+        return claimToo ? this.takeIn(repo) : null;
       });
     } catch (err) {
       this.deps.logger.error({ err, outcomes: batch.length }, 'webhooks: recording attempts failed');
