@@ -2,6 +2,7 @@ import type { Deps } from '../../deps.js';
 import { AddressesRepository } from '../addresses/addresses.repository.js';
 import { LogsRepository } from '../logs/logs.repository.js';
 import { IdempotencyRepository } from '../sending/idempotency.repository.js';
+import { SendGatesRepository } from '../sending/send-gates.repository.js';
 import { WebhooksRepository } from '../webhooks/webhooks.repository.js';
 
 export const PURGE_JOB = 'system.purge';
@@ -9,7 +10,7 @@ export const PURGE_JOB = 'system.purge';
 const DAY_MS = 24 * 3600 * 1000;
 
 export interface Maintenance {
-  /** Purges old logs and delivery events (CLARION_LOG_RETENTION_DAYS), idempotency keys and log queries, now. */
+  /** Purges old logs and delivery events (CLARION_LOG_RETENTION_DAYS), idempotency keys, ended dedup/throttle windows and log queries, now. */
   purge: () => Promise<void>;
   /**
    * Schedules this hour's purge. Every worker process calls it every hour; the job's key is the
@@ -29,6 +30,8 @@ export function registerMaintenanceJobs(deps: Deps): Maintenance {
     // Inbound mail records go with the logs.
     await new AddressesRepository(deps.db).purgeBefore(new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString());
     await new IdempotencyRepository(deps.db).purgeBefore(new Date(now - DAY_MS).toISOString());
+    // Deduplication claims and throttle counters whose window ended.
+    await new SendGatesRepository(deps.db).purgeEndedBefore(new Date(now).toISOString());
     await new LogsRepository(deps.db).purgeQueriesBefore(new Date(now - DAY_MS).toISOString());
   };
   deps.queue.work(PURGE_JOB, () => purge(), { concurrency: 1 });

@@ -101,8 +101,9 @@ const notYet = (field: string, what: string, fix: string) => invalid(`${field}: 
  * setting and ignore it) and a default the type does not allow:
  * - a digest option (hourly, daily, weekly, monthly) as the default, or enabled;
  * - in-app batching switched on;
- * - deduplication, throttling and retention (clearing them with null is accepted);
- * - a default option whose own entry says `enabled: false`.
+ * - retention (clearing it with null is accepted);
+ * - a default option whose own entry says `enabled: false`;
+ * - deduplication and throttling values the gates cannot honour (checkDeduplication, checkThrottling).
  */
 export function checkTypeSettings(settings: TypeSettings): void {
   for (const [channel, options] of Object.entries(settings.options ?? {}) as [OptionsChannel, ChannelOptions | InappOptions | undefined][]) {
@@ -125,9 +126,47 @@ export function checkTypeSettings(settings: TypeSettings): void {
       throw notYet(`${at}.instant.batching`, 'true', 'In-app batching is not built yet: set batching to false or leave it out.');
     }
   }
-  if (settings.deduplication != null) throw notYet('deduplication', 'deduplication', 'Leave deduplication out (or null): it is not enforced yet.');
-  if (settings.throttling != null) throw notYet('throttling', 'throttling', 'Leave throttling out (or null): it is not enforced yet.');
+  if (settings.deduplication != null) checkDeduplication(settings.deduplication as Static<typeof DeduplicationSchema>);
+  if (settings.throttling != null) checkThrottling(settings.throttling as Static<typeof ThrottlingSchema>);
   if (settings.retention != null) throw notYet('retention', 'a per-type retention', 'Leave retention out (or null): logs follow the server-wide retention (GET /logs/retention).');
+}
+
+/** The longest deduplication window, in seconds: a year (366 days). */
+export const MAX_DEDUPLICATION_SECONDS = 366 * 24 * 3600;
+/** The longest throttling window per unit: a hundred years (longer: use forever). */
+export const MAX_THROTTLE_PERIOD: Record<Static<typeof ThrottlingSchema>['unit'], number> = {
+  seconds: 100 * 366 * 24 * 3600,
+  minutes: 100 * 366 * 24 * 60,
+  hours: 100 * 366 * 24,
+  days: 100 * 366,
+  months: 1200,
+  years: 100,
+};
+
+/** `duration` is whole seconds, 1 to MAX_DEDUPLICATION_SECONDS (send-gates.ts). */
+function checkDeduplication({ duration }: Static<typeof DeduplicationSchema>): void {
+  if (!Number.isInteger(duration) || duration < 1 || duration > MAX_DEDUPLICATION_SECONDS) {
+    throw invalid(
+      `deduplication.duration must be a whole number of seconds from 1 to ${MAX_DEDUPLICATION_SECONDS}; got ${duration}.`,
+      'Give the window in seconds, e.g. {"duration": 3600} for an hour; set deduplication to null to turn it off.',
+    );
+  }
+}
+
+/** `max` a whole number from 1; `period` a whole number from 1 unless `forever`; `scope` names userId and/or notificationId. */
+function checkThrottling({ max, period, unit, forever, scope }: Static<typeof ThrottlingSchema>): void {
+  if (!Number.isInteger(max) || max < 1) {
+    throw invalid(`throttling.max must be a whole number of sends, at least 1; got ${max}.`, 'To send none of this type, set "enabled": false on the type instead.');
+  }
+  if (!forever && (!Number.isInteger(period) || period < 1 || period > MAX_THROTTLE_PERIOD[unit])) {
+    throw invalid(
+      `throttling.period must be a whole number of ${unit} from 1 to ${MAX_THROTTLE_PERIOD[unit]}; got ${period}.`,
+      'E.g. {"max": 5, "period": 1, "unit": "hours", "forever": false, "scope": ["userId", "notificationId"]}, or "forever": true to count without a window.',
+    );
+  }
+  if (scope.length === 0) {
+    throw invalid('throttling.scope is empty: it must name what is counted.', 'Use ["userId", "notificationId"] (per user and type) or ["notificationId"] (per type, all users together).');
+  }
 }
 
 /** The delivery options a user may pick on a channel of a type: off and instant unless the type disabled them. */
