@@ -1,7 +1,7 @@
 // A notification type's delivery settings over HTTP on both engines: every delivery option's
 // accepted values read back exactly as sent; refused values answer 400 VALIDATION_FAILED naming
-// the setting; settings the server does not enforce yet (digests, in-app batching,
-// deduplication, throttling, retention) are refused, never stored.
+// the setting; settings the server does not enforce yet (digests, in-app batching, retention)
+// are refused, never stored (deduplication and throttling: test/sending/gate-settings.test.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -45,8 +45,8 @@ const REFUSED: [string, Record<string, unknown>, string][] = [
   ['batching window 0', { options: { INAPP_WEB: { defaultDeliveryOption: 'instant', instant: { enabled: true, batchingWindow: 0 } } } }, 'batchingWindow'],
   ['batching key empty', { options: { INAPP_WEB: { defaultDeliveryOption: 'instant', instant: { enabled: true, batchingKey: '' } } } }, 'batchingKey'],
   ['default not allowed', { options: { EMAIL: { defaultDeliveryOption: 'off', off: { enabled: false } } } }, 'options.EMAIL.off.enabled is false'],
-  ['deduplication', { deduplication: { duration: 60 } }, 'deduplication'],
-  ['throttling', { throttling: { max: 3, period: 1, unit: 'hours', forever: false, scope: ['userId'] } }, 'throttling'],
+  ['deduplication without a window', { deduplication: { duration: 0 } }, 'deduplication.duration'],
+  ['throttling of none', { throttling: { max: 0, period: 1, unit: 'hours', forever: false, scope: ['userId'] } }, 'throttling.max'],
   ['throttling unit', { throttling: { max: 3, period: 1, unit: 'weeks', forever: false, scope: ['userId'] } }, 'unit'],
   ['retention', { retention: 30 }, 'retention'],
 ];

@@ -88,7 +88,7 @@ describe.each(STORAGE_KINDS)('throttling (%s)', (kind) => {
     const at = clock.now().toISOString();
     await t.deps.db.transaction().execute(async (trx) => {
       const gates = await GateDecisions.decide(trx, [
-        { trackingId: 'rerun', accountId: t.account.accountId, envId: t.account.clientId, notificationId: 'undo', userId: 'fay', at, body: {} as never, throttling: { max: 1, period: 1, unit: 'days', forever: false, scope: ['userId'] } },
+        { trackingId: 'rerun', accountId: t.account.accountId, envId: t.account.clientId, notificationId: 'undo', userId: 'fay', at, body: {}, throttling: { max: 1, period: 1, unit: 'days', forever: false, scope: ['userId'] } },
       ]);
       expect(gates.verdicts.get('rerun')).toBe('THROTTLED');
       expect(await count(trx)).toBe(2);
