@@ -111,7 +111,7 @@ async function countSide(name: string, root: string): Promise<InstructionCount> 
 }
 
 /** Instructions of dump `part` (files callgrind.out.<part>-<thread>): on the main thread (1) and on all. */
-function dumpTotals(dir: string, part: number): { main: number; all: number } {
+export function dumpTotals(dir: string, part: number): { main: number; all: number } {
   let all = 0;
   let main = 0;
   for (const file of fs.readdirSync(dir).filter((f) => f.startsWith(`callgrind.out.${part}-`))) {
