@@ -102,7 +102,7 @@ async function main() {
     const { gateInstructions, printGateRounds } = await import('./send-gates.js');
     const missing = callgrindMissing();
     if (missing) console.log(`\nInstructions per gated send: skipped, ${missing}`);
-    else printGateRounds('Send with preferences and throttling (deduplication) vs without, instructions per send under callgrind (all threads), alternating rounds:', (n) => `${Math.round(n / 1000)}k`, await gateInstructions());
+    else printGateRounds('Send with preferences and throttling (deduplication) vs without, instructions per send under callgrind (main thread: JavaScript and SQLite), alternating rounds:', (n) => `${Math.round(n / 1000)}k`, await gateInstructions());
   }
 
   if (wants('postgres')) {

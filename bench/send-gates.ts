@@ -19,12 +19,16 @@ import { dumpTotals } from './send-instructions.js';
 const VARIANTS: GateVariant[] = ['plain', 'throttled', 'deduplicated'];
 /** Sends per variant and round: BENCH_GATES_SENDS (timing), BENCH_GATES_CG_SENDS (callgrind). */
 const SENDS = Number(process.env.BENCH_GATES_SENDS ?? 1000);
-const CG_SENDS = Number(process.env.BENCH_GATES_CG_SENDS ?? 300);
-const CG_ROUNDS = Number(process.env.BENCH_GATES_CG_ROUNDS ?? 3);
+const CG_SENDS = Number(process.env.BENCH_GATES_CG_SENDS ?? 100);
+const CG_ROUNDS = Number(process.env.BENCH_GATES_CG_ROUNDS ?? 4);
+/** Uncounted rounds of each variant first: V8's compiler threads are busy for a while, and their share of the count is noise. */
+const CG_WARM = Number(process.env.BENCH_GATES_CG_WARM ?? 2);
 
 export interface GateRounds {
-  /** Per variant, per round: the measure per send (CPU µs, or instructions). */
+  /** Per variant, per round: the measure per send (CPU µs, or instructions on the main thread). */
   perSend: Record<GateVariant, number[]>;
+  /** Under callgrind: instructions per send on every thread (render threads, V8's compiler threads, libuv's pool). */
+  allThreadsPerSend?: Record<GateVariant, number[]>;
   sends: number;
   /** Deliveries made per variant (every send, or the variants did not do the same work). */
   delivered: Record<GateVariant, number>;
@@ -97,6 +101,7 @@ export async function gateTiming(): Promise<GateRounds> {
 export async function gateInstructions(): Promise<GateRounds> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-callgrind-gates-'));
   const driver = Driver.start('valgrind', [
+    '--quiet',
     '--tool=callgrind',
     '--instr-atstart=no',
     '--separate-threads=yes',
@@ -111,8 +116,9 @@ export async function gateInstructions(): Promise<GateRounds> {
   const control = (...args: string[]) => execFileSync('callgrind_control', [...args, String(driver.child.pid)], { stdio: 'ignore' });
   try {
     await driver.next('ready');
-    for (const variant of VARIANTS) await driver.round(variant, CG_SENDS);
+    for (let round = 0; round < CG_WARM; round++) for (const variant of VARIANTS) await driver.round(variant, CG_SENDS);
     const perSend = empty();
+    const allThreadsPerSend = empty();
     let dump = 0;
     for (let round = 0; round < CG_ROUNDS; round++) {
       for (const variant of VARIANTS) {
@@ -121,11 +127,13 @@ export async function gateInstructions(): Promise<GateRounds> {
         await driver.round(variant, CG_SENDS);
         control(`--dump=${variant}`);
         control('--instr=off');
-        perSend[variant].push(dumpTotals(dir, ++dump).all / CG_SENDS);
+        const totals = dumpTotals(dir, ++dump);
+        perSend[variant].push(totals.main / CG_SENDS);
+        allThreadsPerSend[variant].push(totals.all / CG_SENDS);
       }
     }
     const delivered = await driver.quit();
-    return { perSend, sends: CG_SENDS * (CG_ROUNDS + 1), delivered };
+    return { perSend, allThreadsPerSend, sends: CG_SENDS * (CG_ROUNDS + CG_WARM), delivered };
   } finally {
     driver.child.kill('SIGKILL');
     fs.rmSync(dir, { recursive: true, force: true });
@@ -141,9 +149,14 @@ export function printGateRounds(title: string, unit: (n: number) => string, r: G
     const wall = r.wallMsPerSend ? `, wall ${fmt(median(r.wallMsPerSend[variant]) * 1000, 0)} µs/send` : '';
     const line = `  ${variant.padEnd(13)}: ${unit(median(r.perSend[variant]))} per send (median of rounds: ${r.perSend[variant].map((x) => unit(x)).join(' ')})${wall}, ${r.delivered[variant]} of ${r.sends} delivered`;
     console.log(line);
+    if (r.allThreadsPerSend) console.log(`  ${''.padEnd(13)}  all threads ${unit(median(r.allThreadsPerSend[variant]))} (rounds: ${r.allThreadsPerSend[variant].map((x) => unit(x)).join(' ')})`);
   }
   for (const variant of ['throttled', 'deduplicated'] as const) {
     const each = ratios(r, variant);
     console.log(`  ${variant} vs plain: ${fmt(median(each) * 100)}% (median of the rounds' ratios; target <= 115%); rounds (%): ${percents(each)}`);
+    if (r.allThreadsPerSend) {
+      const all = r.allThreadsPerSend[variant].map((x, i) => x / r.allThreadsPerSend!.plain[i]);
+      console.log(`  ${variant} vs plain, all threads: ${fmt(median(all) * 100)}%; rounds (%): ${percents(all)}`);
+    }
   }
 }
