@@ -2,7 +2,8 @@
 // embedded SQLite file, in one process, with no queue polling or timers of its own. For each
 // command `round <variant> <n>` on stdin it accepts n sends through the HTTP routes (app.inject,
 // 50 in flight, group commits as in production), then routes and delivers them (in-app) through
-// the delivery worker's ingestion path, and answers `done <variant> <cpu µs> <wall ms>`. Its
+// the delivery worker's ingestion path, and answers `done <variant> <cpu µs> <wall ms>`; `gc`
+// collects garbage (with --expose-gc) and answers `collected`. Its
 // parent runs the variants in alternating rounds, and under callgrind counts each round's
 // instructions (callgrind_control between `ready`/`done` lines).
 import fs from 'node:fs';
@@ -96,6 +97,12 @@ async function main() {
         out(`delivered ${name} ${Number(n)}`);
       }
       break;
+    }
+    if (command === 'gc') {
+      // A full collection between rounds (node --expose-gc), so that no counted round pays for the garbage of others.
+      (globalThis as { gc?: () => void }).gc?.();
+      out('collected');
+      continue;
     }
     if (command !== 'round' || !(variant in GATE_VARIANTS)) throw new Error(`unknown command: ${line}`);
     const cpu0 = process.cpuUsage();

@@ -55,6 +55,12 @@ class Driver {
     }
   }
 
+  /** A full garbage collection, outside what is measured. */
+  async collect(): Promise<void> {
+    this.child.stdin!.write('gc\n');
+    await this.next('collected');
+  }
+
   async round(variant: GateVariant, sends: number): Promise<{ cpuUs: number; wallMs: number }> {
     this.child.stdin!.write(`round ${variant} ${sends}\n`);
     const [, , cpu, wall] = await this.next('done');
@@ -77,7 +83,7 @@ const empty = () => ({ plain: [], throttled: [], deduplicated: [] }) as Record<G
 
 /** CPU time per send, BENCH_ROUNDS alternating rounds after one unmeasured round of each. */
 export async function gateTiming(): Promise<GateRounds> {
-  const driver = Driver.start(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/gates-driver.ts')]);
+  const driver = Driver.start(process.execPath, ['--expose-gc', '--import', 'tsx', path.join(ROOT, 'bench/gates-driver.ts')]);
   try {
     await driver.next('ready');
     for (const variant of VARIANTS) await driver.round(variant, SENDS);
@@ -85,6 +91,7 @@ export async function gateTiming(): Promise<GateRounds> {
     const wallMsPerSend = empty();
     for (let round = 0; round < BENCH.rounds; round++) {
       for (const variant of VARIANTS) {
+        await driver.collect();
         const { cpuUs, wallMs } = await driver.round(variant, SENDS);
         perSend[variant].push(cpuUs / SENDS);
         wallMsPerSend[variant].push(wallMs / SENDS);
@@ -109,6 +116,7 @@ export async function gateInstructions(): Promise<GateRounds> {
     process.execPath,
     // As in send-instructions.ts: garbage collection on the main thread only, for steady counts.
     '--single-threaded-gc',
+    '--expose-gc',
     '--import',
     'tsx',
     path.join(ROOT, 'bench/gates-driver.ts'),
@@ -122,6 +130,7 @@ export async function gateInstructions(): Promise<GateRounds> {
     let dump = 0;
     for (let round = 0; round < CG_ROUNDS; round++) {
       for (const variant of VARIANTS) {
+        await driver.collect();
         control('--zero');
         control('--instr=on');
         await driver.round(variant, CG_SENDS);
