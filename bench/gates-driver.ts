@@ -80,7 +80,7 @@ async function main() {
       if (chunks.length === 0) break;
       const failures = await worker.ingestChunks(chunks.map(({ seq }) => ({ data: { seq }, job: { id: '', name: INGEST_SENDS_JOB, attempt: 1, maxAttempts: Number.POSITIVE_INFINITY } })));
       const failed = failures.find((f) => f !== undefined);
-      if (failed !== undefined) throw failed instanceof Error ? failed : new Error(String(failed));
+      if (failed !== undefined) throw failed instanceof Error ? failed : new Error(JSON.stringify(failed));
     }
   };
 
