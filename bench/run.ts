@@ -1,7 +1,9 @@
 // npm run bench: Clarion against a raw baseline measured in the same run on the same machine.
 // Scenarios (BENCH_ONLY=name,name to pick): send (SQLite, plus BENCH_BEFORE_REF), postgres,
-// seeded (cost as the work grows), email, webpush, webhooks; opt-in only: send-instructions
-// (callgrind's instruction counts per accepted send, plus BENCH_BEFORE_REF).
+// seeded (cost as the work grows), email, webpush, webhooks, gates (a send with preferences and
+// throttling or deduplication against one without); opt-in only: send-instructions
+// (callgrind's instruction counts per accepted send, plus BENCH_BEFORE_REF), gates-instructions
+// (the gates scenario in instructions per send).
 import os from 'node:os';
 import { checkoutBefore } from './before.js';
 import { type EmailRun, emailRounds } from './email-delivery.js';
@@ -84,6 +86,23 @@ async function main() {
         before?.remove();
       }
     }
+  }
+
+  if (wants('gates')) {
+    const { gateTiming, printGateRounds } = await import('./send-gates.js');
+    printGateRounds(
+      `Send with preferences and throttling (deduplication) vs without, accepted, routed and delivered in-app in one process (SQLite), ${BENCH.rounds} alternating rounds, process CPU per send:`,
+      (us) => `${fmt(us, 0)} µs`,
+      await gateTiming(),
+    );
+  }
+
+  if (optedIn('gates-instructions')) {
+    const { callgrindMissing } = await import('./send-instructions.js');
+    const { gateInstructions, printGateRounds } = await import('./send-gates.js');
+    const missing = callgrindMissing();
+    if (missing) console.log(`\nInstructions per gated send: skipped, ${missing}`);
+    else printGateRounds('Send with preferences and throttling (deduplication) vs without, instructions per send under callgrind (main thread: JavaScript and SQLite), alternating rounds:', (n) => `${Math.round(n / 1000)}k`, await gateInstructions());
   }
 
   if (wants('postgres')) {

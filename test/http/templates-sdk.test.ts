@@ -32,9 +32,11 @@ describe.each(STORAGE_KINDS)('pingram SDK: types, templates, components (%s)', (
     expect(updated).toMatchObject({ title: 'Hello', enabled: false, options });
     const [reread] = await client.types.getNotificationType('sdk-welcome');
     expect(reread.options).toEqual(options);
-    // Deduplication is not enforced yet: refused, not stored.
-    await expect(client.types.updateNotificationType('sdk-welcome', { deduplication: { duration: 10 } })).rejects.toMatchObject({ response: { status: 400 } });
-    expect((await client.types.getNotificationType('sdk-welcome'))[0].deduplication).toBeUndefined();
+    // Deduplication and throttling (test/sending/deduplication.test.ts, throttling.test.ts) read back as sent.
+    const throttling = { max: 3, period: 1, unit: 'hours', forever: false, scope: ['userId', 'notificationId'] } as const;
+    await client.types.updateNotificationType('sdk-welcome', { deduplication: { duration: 10 }, throttling: throttling as never });
+    expect((await client.types.getNotificationType('sdk-welcome'))[0]).toMatchObject({ deduplication: { duration: 10 }, throttling });
+    await expect(client.types.updateNotificationType('sdk-welcome', { deduplication: { duration: 0.5 } })).rejects.toMatchObject({ response: { status: 400 } });
 
     const list = await client.types.listNotificationTypes();
     expect(list.map((x) => x.notificationId)).toContain('sdk-welcome');

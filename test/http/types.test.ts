@@ -27,8 +27,8 @@ describe.each(STORAGE_KINDS)('notification types (%s)', (kind) => {
     expect(patched.statusCode).toBe(200);
     expect(patched.json()).toMatchObject({ title: 'Welcome!', enabled: false, channels: ['INAPP_WEB'], options });
 
-    // Settings the server does not enforce yet are refused (docs/preferences.md); null clears them.
-    const refused = await req('PATCH', '/types/welcome', { deduplication: { duration: 60 } });
+    // Settings the server cannot honour are refused (docs/preferences.md, docs/throttling.md); null clears them.
+    const refused = await req('PATCH', '/types/welcome', { deduplication: { duration: 0.5 } });
     expect(refused.statusCode).toBe(400);
     expect(refused.json().error.message).toContain('deduplication');
     const cleared = await req('PATCH', '/types/welcome', { deduplication: null, throttling: null, retention: null });

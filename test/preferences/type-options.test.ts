@@ -1,8 +1,8 @@
 // A notification type's delivery settings over HTTP on both engines: every delivery option's
 // accepted values read back exactly as sent; refused values answer 400 VALIDATION_FAILED naming
-// the setting; settings the server does not enforce yet (deduplication, throttling) are refused,
-// never stored. Digests (test/digests), in-app batching (test/sending/inapp-batching) and a
-// retention (days) are accepted.
+// the setting. Every setting issue 13 names is enforced now: digests (test/digests), in-app
+// batching (test/sending/inapp-batching), deduplication and throttling
+// (test/sending/gate-settings, throttling, deduplication) and a retention in days.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -51,8 +51,8 @@ const REFUSED: [string, Record<string, unknown>, string][] = [
   ['batching window 0', { options: { INAPP_WEB: { defaultDeliveryOption: 'instant', instant: { enabled: true, batchingWindow: 0 } } } }, 'batchingWindow'],
   ['batching key empty', { options: { INAPP_WEB: { defaultDeliveryOption: 'instant', instant: { enabled: true, batchingKey: '' } } } }, 'batchingKey'],
   ['default not allowed', { options: { EMAIL: { defaultDeliveryOption: 'off', off: { enabled: false } } } }, 'options.EMAIL.off.enabled is false'],
-  ['deduplication', { deduplication: { duration: 60 } }, 'deduplication'],
-  ['throttling', { throttling: { max: 3, period: 1, unit: 'hours', forever: false, scope: ['userId'] } }, 'throttling'],
+  ['deduplication without a window', { deduplication: { duration: 0 } }, 'deduplication.duration'],
+  ['throttling of none', { throttling: { max: 0, period: 1, unit: 'hours', forever: false, scope: ['userId'] } }, 'throttling.max'],
   ['throttling unit', { throttling: { max: 3, period: 1, unit: 'weeks', forever: false, scope: ['userId'] } }, 'unit'],
   ['retention negative', { retention: -1 }, 'retention'],
   ['retention fraction', { retention: 1.5 }, 'retention'],
@@ -113,8 +113,9 @@ describe.each(STORAGE_KINDS)('notification type delivery settings (%s)', (kind) 
     expect((await req('PATCH', '/types/kept-a-week', { retention: null })).json().retention).toBeUndefined();
   });
 
-  it('says what to do instead when a setting is not supported yet', async () => {
-    const res = await req('POST', '/types', { notificationId: 'dedup', title: 'x', channels: ['EMAIL'], deduplication: { duration: 60 } });
-    expect(res.json().error).toMatchObject({ code: 'VALIDATION_FAILED', message: expect.stringContaining('not supported yet') as unknown, fix: expect.stringContaining('Leave deduplication out') as unknown });
+  it('says what to do instead when a value cannot be honoured, and stores nothing', async () => {
+    const res = await req('POST', '/types', { notificationId: 'dedup', title: 'x', channels: ['EMAIL'], deduplication: { duration: 0 } });
+    expect(res.json().error).toMatchObject({ code: 'VALIDATION_FAILED', message: expect.stringContaining('deduplication.duration') as unknown, fix: expect.stringContaining('Give the window in seconds') as unknown });
+    expect((await req('GET', '/types/dedup')).statusCode).toBe(404);
   });
 });

@@ -4,6 +4,8 @@ export type LogRecord = Record<string, string | number | boolean | undefined> & 
 
 const after = (from: string, to: string | null) => (to ? new Date(to).getTime() - new Date(from).getTime() : undefined);
 
+const IGNORED_BY: Record<string, string> = { DEDUPLICATED: 'DEDUPLICATION', THROTTLED: 'THROTTLING' };
+
 /** The spec's Log record: a view over a message and its deliveries. Absent values are omitted. */
 export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[]): LogRecord {
   const record: LogRecord = {
@@ -34,6 +36,8 @@ export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[]): Log
     for (const [ch, reason] of Object.entries(JSON.parse(message.skipped) as Record<string, string>)) {
       record[`${ch}_routing`] = 'SKIP';
       record[`${ch}_routing_reason`] = reason;
+      // The whole send was ignored (send-gates.ts): the SDK's LogsGetResponseLogsInnerIgnoredEnum.
+      if (reason in IGNORED_BY) record.ignored = IGNORED_BY[reason];
     }
   }
   for (const d of deliveries) {

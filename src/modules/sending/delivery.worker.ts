@@ -17,6 +17,7 @@ import { INGEST_SENDS_JOB } from './messages.journal.js';
 import { MessagesRepository } from './messages.repository.js';
 import { PlanningReads } from './planning-reads.js';
 import { routeChannels } from './routing.js';
+import { GateDecisions, type GateInput, gateInputOf, skipEvery } from './send-gates.js';
 import type { SendBody } from './sending.schemas.js';
 import { PROCESS_MESSAGE_JOB, normalizeSend } from './sending.service.js';
 import type { AttemptRow, DeliveryRow, MessageRow } from './sending.tables.js';
@@ -260,13 +261,22 @@ export class DeliveryWorker {
     // The ledger writes the batch's delivery events together, just before the commit.
     await this.deps.ledger.transaction(async (tx) => {
       const trx = tx.db;
+      // Deduplication and throttling first: their counters are taken in one order for the batch.
+      const gates = await GateDecisions.decide(trx, plans.flatMap(({ plan }) => (plan.gate ? [plan.gate] : [])));
+      for (const { plan } of plans) {
+        const verdict = gates.verdicts.get(plan.trackingId);
+        if (verdict) skipEvery(plan, verdict);
+      }
+      const committed = new Set<string>();
       // Messages that only make deliveries for jobs (no in-transaction delivery, such as in-app):
       // written together, a few statements for the batch instead of five per message. Should
       // that fail, each message is written alone in its own savepoint, as the others are.
       // Messages that collect into digests write digest rows too: alone.
       const together = plans.filter(({ plan }) => !plan.rows.some((row) => this.deliversInTransaction(row)) && plan.collected.length === 0);
       let alone = plans;
-      if (together.length > 1 && (await this.applyTogether(tx, together.map((p) => p.plan), now))) {
+      const moved = together.length > 1 ? await this.applyTogether(tx, together.map((p) => p.plan), now) : null;
+      if (moved) {
+        for (const id of moved) committed.add(id);
         const done = new Set(together);
         alone = plans.filter((p) => !done.has(p));
       }
@@ -276,7 +286,10 @@ export class DeliveryWorker {
         try {
           const after = await this.apply(tx, plan);
           await sql`release savepoint process_message`.execute(trx);
-          afterCommit.push(...after);
+          if (after) {
+            committed.add(plan.trackingId);
+            afterCommit.push(...after);
+          }
         } catch (err) {
           await sql`rollback to savepoint process_message`.execute(trx);
           await sql`release savepoint process_message`.execute(trx);
@@ -284,6 +297,7 @@ export class DeliveryWorker {
           failures[index] = err;
         }
       }
+      await gates.undo(committed);
     });
     for (const run of afterCommit) {
       await run().catch((err: unknown) => this.deps.logger.warn({ err }, 'after-commit step of a delivery failed'));
@@ -299,9 +313,9 @@ export class DeliveryWorker {
   /**
    * Writes planned messages whose deliveries all wait for jobs, inside the ledger's transaction
    * `tx`: one UPDATE of the messages, one INSERT of their deliveries, one of their jobs. In a
-   * savepoint; false (and nothing written) when a statement failed.
+   * savepoint; returns the messages it moved on, or null (and nothing written) when a statement failed.
    */
-  private async applyTogether(tx: LedgerSession, plans: MessagePlan[], now: string): Promise<boolean> {
+  private async applyTogether(tx: LedgerSession, plans: MessagePlan[], now: string): Promise<Set<string> | null> {
     const trx = tx.db;
     await sql`savepoint process_messages`.execute(trx);
     const events = tx.checkpoint();
@@ -313,13 +327,13 @@ export class DeliveryWorker {
       const jobs = rows.filter((row) => row.status === 'pending').map((row) => ({ name: DELIVER_JOB, data: { deliveryId: row.id }, options: { maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 } }));
       if (jobs.length > 0) await this.queue.enqueueMany(trx, jobs);
       await sql`release savepoint process_messages`.execute(trx);
-      return true;
+      return moved;
     } catch (err) {
       await sql`rollback to savepoint process_messages`.execute(trx);
       await sql`release savepoint process_messages`.execute(trx);
       tx.rollbackTo(events);
       this.deps.logger.warn({ err, messages: plans.length }, 'writing a batch of processed messages failed; writing them one by one');
-      return false;
+      return null;
     }
   }
 
@@ -425,16 +439,20 @@ export class DeliveryWorker {
       rows.push(row);
     }
 
-    return { trackingId, message, body, now, skipped, rows, collected };
+    // A digest's own message is not gated: its items were, when they were sent.
+    return { trackingId, message, body, now, skipped, rows, collected, gate: rows.length > 0 && !carried ? gateInputOf(message, body, type) : undefined };
   }
 
-  /** Writes one planned message inside the ledger's transaction `tx`; returns what to run once it committed. */
-  private async apply(tx: LedgerSession, { message, body, now, skipped, rows, collected }: MessagePlan): Promise<(() => Promise<void>)[]> {
+  /**
+   * Writes one planned message inside the ledger's transaction `tx`; returns what to run once it
+   * committed, or null when another run had processed the message.
+   */
+  private async apply(tx: LedgerSession, { message, body, now, skipped, rows, collected }: MessagePlan): Promise<(() => Promise<void>)[] | null> {
     const afterCommit: (() => Promise<void>)[] = [];
     const trx = tx.db;
     // Only the run that moves the message on writes its deliveries (a re-run after a crash finds it processed).
     const moved = await tx.markProcessed(message, { at: now, skipped });
-    if (!moved) return afterCommit;
+    if (!moved) return null;
     const attempts: AttemptRow[] = [];
     for (const row of rows) {
       const executor = this.executors[channelOf(row.channel)];
@@ -473,6 +491,8 @@ interface MessagePlan {
   rows: DeliveryRow[];
   /** Rows (status digested) that go into digests instead of out now. */
   collected: CollectedDelivery[];
+  /** Present when the message routes to a channel and its type deduplicates or throttles. */
+  gate?: GateInput;
 }
 
 const channelOf = (log: string) => SEND_CHANNELS.find((c) => c.log === log)!.channel;

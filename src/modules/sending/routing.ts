@@ -16,7 +16,10 @@ export type SkipReason =
   | 'USER_UNSUBSCRIBED'
   | 'OFF_BY_DEFAULT'
   | 'DISABLED_FOR_ENVIRONMENT'
-  | 'CHANNEL_UNAVAILABLE';
+  | 'CHANNEL_UNAVAILABLE'
+  // The whole send, after routing (send-gates.ts): within the type's deduplication window, or over its throttle.
+  | 'DEDUPLICATED'
+  | 'THROTTLED';
 
 export type RoutingDecision = { channel: SendChannel; routing: 'SEND' } | { channel: SendChannel; routing: 'SKIP'; reason: SkipReason };
 

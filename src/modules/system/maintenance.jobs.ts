@@ -3,6 +3,7 @@ import { AddressesRepository } from '../addresses/addresses.repository.js';
 import { InappRepository } from '../inapp/inapp.repository.js';
 import { LogsRepository } from '../logs/logs.repository.js';
 import { IdempotencyRepository } from '../sending/idempotency.repository.js';
+import { SendGatesRepository } from '../sending/send-gates.repository.js';
 import { TypesRepository } from '../types/types.repository.js';
 import { WebhooksRepository } from '../webhooks/webhooks.repository.js';
 
@@ -13,7 +14,8 @@ const DAY_MS = 24 * 3600 * 1000;
 export interface Maintenance {
   /**
    * Purges old logs and delivery events (CLARION_LOG_RETENTION_DAYS), the in-app notifications and
-   * logs of types past their own `retention`, idempotency keys and log queries, now.
+   * logs of types past their own `retention`, idempotency keys, ended dedup/throttle windows and
+   * log queries, now.
    */
   purge: () => Promise<void>;
   /**
@@ -35,6 +37,8 @@ export function registerMaintenanceJobs(deps: Deps): Maintenance {
     await new AddressesRepository(deps.db).purgeBefore(new Date(now - deps.config.logRetentionDays * DAY_MS).toISOString());
     await purgeTypeRetention(deps, now);
     await new IdempotencyRepository(deps.db).purgeBefore(new Date(now - DAY_MS).toISOString());
+    // Deduplication claims and throttle counters whose window ended.
+    await new SendGatesRepository(deps.db).purgeEndedBefore(new Date(now).toISOString());
     await new LogsRepository(deps.db).purgeQueriesBefore(new Date(now - DAY_MS).toISOString());
   };
   deps.queue.work(PURGE_JOB, () => purge(), { concurrency: 1 });

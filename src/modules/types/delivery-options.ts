@@ -96,15 +96,14 @@ export interface TypeSettings {
 const entriesOf = (options: ChannelOptions | InappOptions | undefined) =>
   (options ?? {}) as unknown as Record<string, { enabled?: boolean; batching?: boolean } | undefined>;
 
-const notYet = (field: string, what: string, fix: string) => invalid(`${field}: ${what} is not supported yet.`, fix);
 
 /**
  * Refuses what the schema lets through but the server cannot honour (issue 14: never store a
  * setting and ignore it) and a default the type does not allow:
- * - deduplication and throttling (clearing them with null is accepted);
  * - a default option whose own entry says `enabled: false`;
  * - in-app batching on without a batchingWindow, with a window over 31 days, or with a
- *   batchingKey that is not a path into the notification.
+ *   batchingKey that is not a path into the notification;
+ * - deduplication and throttling values the gates cannot honour (checkDeduplication, checkThrottling).
  * Digest options (hourly, daily, weekly, monthly) are accepted on every channel but in-app (whose
  * schema has none); their `hour`, `day` and `date` are checked by the schema.
  */
@@ -119,8 +118,8 @@ export function checkTypeSettings(settings: TypeSettings): void {
     }
     if (channel === 'INAPP_WEB') checkBatching(at, (options as InappOptions).instant);
   }
-  if (settings.deduplication != null) throw notYet('deduplication', 'deduplication', 'Leave deduplication out (or null): it is not enforced yet.');
-  if (settings.throttling != null) throw notYet('throttling', 'throttling', 'Leave throttling out (or null): it is not enforced yet.');
+  if (settings.deduplication != null) checkDeduplication(settings.deduplication as Static<typeof DeduplicationSchema>);
+  if (settings.throttling != null) checkThrottling(settings.throttling as Static<typeof ThrottlingSchema>);
 }
 
 /** Longest in-app batching window: 31 days. */
@@ -141,6 +140,44 @@ function checkBatching(at: string, instant: InappOptions['instant']): void {
   }
   if (instant?.batching && window === undefined) {
     throw invalid(`${at}.instant.batching is true but ${at}.instant.batchingWindow is missing.`, 'Give batchingWindow: how long (ms) after its first notification a batch takes more, e.g. 3600000 for an hour.');
+  }
+}
+
+/** The longest deduplication window, in seconds: a year (366 days). */
+export const MAX_DEDUPLICATION_SECONDS = 366 * 24 * 3600;
+/** The longest throttling window per unit: a hundred years (longer: use forever). */
+export const MAX_THROTTLE_PERIOD: Record<Static<typeof ThrottlingSchema>['unit'], number> = {
+  seconds: 100 * 366 * 24 * 3600,
+  minutes: 100 * 366 * 24 * 60,
+  hours: 100 * 366 * 24,
+  days: 100 * 366,
+  months: 1200,
+  years: 100,
+};
+
+/** `duration` is whole seconds, 1 to MAX_DEDUPLICATION_SECONDS (send-gates.ts). */
+function checkDeduplication({ duration }: Static<typeof DeduplicationSchema>): void {
+  if (!Number.isInteger(duration) || duration < 1 || duration > MAX_DEDUPLICATION_SECONDS) {
+    throw invalid(
+      `deduplication.duration must be a whole number of seconds from 1 to ${MAX_DEDUPLICATION_SECONDS}; got ${duration}.`,
+      'Give the window in seconds, e.g. {"duration": 3600} for an hour; set deduplication to null to turn it off.',
+    );
+  }
+}
+
+/** `max` a whole number from 1; `period` a whole number from 1 unless `forever`; `scope` names userId and/or notificationId. */
+function checkThrottling({ max, period, unit, forever, scope }: Static<typeof ThrottlingSchema>): void {
+  if (!Number.isInteger(max) || max < 1) {
+    throw invalid(`throttling.max must be a whole number of sends, at least 1; got ${max}.`, 'To send none of this type, set "enabled": false on the type instead.');
+  }
+  if (!forever && (!Number.isInteger(period) || period < 1 || period > MAX_THROTTLE_PERIOD[unit])) {
+    throw invalid(
+      `throttling.period must be a whole number of ${unit} from 1 to ${MAX_THROTTLE_PERIOD[unit]}; got ${period}.`,
+      'E.g. {"max": 5, "period": 1, "unit": "hours", "forever": false, "scope": ["userId", "notificationId"]}, or "forever": true to count without a window.',
+    );
+  }
+  if (scope.length === 0) {
+    throw invalid('throttling.scope is empty: it must name what is counted.', 'Use ["userId", "notificationId"] (per user and type) or ["notificationId"] (per type, all users together).');
   }
 }
 
