@@ -1,12 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { holdingSink } from '../helpers/holding-smtp-sink.js';
+import { describe, expect, it } from 'vitest';
+import { killFixture } from '../helpers/kill-fixture.js';
 import { ROOT, freePort, spawnScript, waitForOutput } from '../helpers/process.js';
-import { scratchDatabase } from '../helpers/scratch-database.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -19,41 +16,23 @@ import { eventually } from '../helpers/wait.js';
  */
 describe.each(STORAGE_KINDS)('kill -9 while a digest is being sent (%s)', (kind) => {
   const ITEMS = 5;
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-digest-kill-'));
-  let databaseUrl = '';
-  let scratch: Awaited<ReturnType<typeof scratchDatabase>> | undefined;
-  let sink: Awaited<ReturnType<typeof holdingSink>>;
-  const servers: ChildProcess[] = [];
+  const k = killFixture(kind, 'clarion-digest-kill', 0);
   const secretKey = randomBytes(32).toString('hex');
-
-  beforeAll(async () => {
-    sink = await holdingSink(0);
-    if (kind === 'postgres') {
-      scratch = await scratchDatabase('clarion_digest_kill');
-      databaseUrl = scratch.url;
-    }
-  });
-  afterAll(async () => {
-    for (const server of servers) if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
-    await sink.close();
-    fs.rmSync(dataDir, { recursive: true, force: true });
-    await scratch?.drop();
-  });
 
   /** A server process whose clock starts at `now`; resolves once it listens (with the bootstrap output). */
   const start = async (now: string) => {
     const port = await freePort();
     const server = spawnScript(path.join(ROOT, 'test/e2e/clock-server.ts'), [], {
-      CLARION_DATA_DIR: dataDir,
-      DATABASE_URL: databaseUrl,
-      SMTP_URL: sink.url,
+      CLARION_DATA_DIR: k.dataDir,
+      DATABASE_URL: k.databaseUrl,
+      SMTP_URL: k.sink.url,
       CLARION_ALLOW_PRIVATE_NETWORKS: 'true',
       CLARION_JOB_LOCK_SECONDS: '2',
       CLARION_SECRET_KEY: secretKey,
       CLARION_TEST_NOW: now,
       PORT: String(port),
     });
-    servers.push(server);
+    k.servers.push(server);
     const out = await waitForOutput(server, /listening on/, 60_000);
     return { server, out, url: `http://127.0.0.1:${port}` };
   };
@@ -87,18 +66,18 @@ describe.each(STORAGE_KINDS)('kill -9 while a digest is being sent (%s)', (kind)
       await eventually(async () => (await log(first.url, id))?.email_digest_due_at === '2026-03-08T13:00:00.000Z', 30_000, `item ${id} collected`);
     }
     await kill(first.server);
-    expect(sink.received).toEqual([]);
+    expect(k.sink.received).toEqual([]);
 
     // At the due time: the new process's first digest run claims it and its email goes on the wire.
     const second = await start('2026-03-08T13:00:30Z');
-    await eventually(() => sink.held() > 0, 60_000, 'the digest email on the wire');
+    await eventually(() => k.sink.held() > 0, 60_000, 'the digest email on the wire');
     await kill(second.server);
-    expect(sink.answered()).toBe(0);
-    sink.answerAll();
+    expect(k.sink.answered()).toBe(0);
+    k.sink.answerAll();
 
     const third = await start('2026-03-08T13:05:00Z');
     try {
-      await eventually(() => sink.answered() > 0, 60_000, 'the digest email delivered after the restart');
+      await eventually(() => k.sink.answered() > 0, 60_000, 'the digest email delivered after the restart');
       const digestIds = new Set<string>();
       for (const id of items) digestIds.add((await log(third.url, id))!.email_digest_tracking_id as string);
       expect(digestIds.size).toBe(1);
@@ -106,11 +85,11 @@ describe.each(STORAGE_KINDS)('kill -9 while a digest is being sent (%s)', (kind)
       expect(digest).toMatch(/^[0-9a-f-]{36}$/);
       await eventually(async () => (await log(third.url, digest))?.email_sent_at, 30_000, 'the digest logged sent');
       expect(await log(third.url, digest)).toMatchObject({ type: 'orders', user_id: 'ny', email_routing: 'SEND' });
-      // One message: every copy at the sink (the one in flight at the kill, its retry) carries one Message-ID.
-      expect(new Set(sink.received.map((m) => m.messageId)).size).toBe(1);
-      expect(sink.received.length).toBeLessThanOrEqual(2);
-      expect(sink.received[0].subject).toBe(`${ITEMS} new notifications`);
-      for (let i = 1; i <= ITEMS; i++) expect(sink.received[0].html).toContain(`<li>Order ${i}</li>`);
+      // One message: every copy at the k.sink (the one in flight at the kill, its retry) carries one Message-ID.
+      expect(new Set(k.sink.received.map((m) => m.messageId)).size).toBe(1);
+      expect(k.sink.received.length).toBeLessThanOrEqual(2);
+      expect(k.sink.received[0].subject).toBe(`${ITEMS} new notifications`);
+      for (let i = 1; i <= ITEMS; i++) expect(k.sink.received[0].html).toContain(`<li>Order ${i}</li>`);
     } finally {
       const exited = third.server.exitCode === null && third.server.signalCode === null ? new Promise((r) => third.server.on('exit', r)) : null;
       third.server.kill('SIGTERM');

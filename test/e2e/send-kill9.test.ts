@@ -1,53 +1,29 @@
-import type { ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { holdingSink } from '../helpers/holding-smtp-sink.js';
-import { scratchDatabase } from '../helpers/scratch-database.js';
+import { describe, expect, it } from 'vitest';
+import { killFixture } from '../helpers/kill-fixture.js';
 import { freePort, spawnCli, waitForOutput } from '../helpers/process.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 
 describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flight (%s)', (kind) => {
   const N = 30;
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-kill-'));
-  let databaseUrl = '';
-  let scratch: Awaited<ReturnType<typeof scratchDatabase>> | undefined;
-  let sink: Awaited<ReturnType<typeof holdingSink>>;
-  /** Servers this test started, killed at the end whatever happened. */
-  const servers: ChildProcess[] = [];
+  const k = killFixture(kind, 'clarion-kill', 3);
 
-  beforeAll(async () => {
-    sink = await holdingSink(3);
-    if (kind === 'postgres') {
-      scratch = await scratchDatabase('clarion_kill');
-      databaseUrl = scratch.url;
-    }
-  });
-  afterAll(async () => {
-    for (const server of servers) if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
-    await sink.close();
-    fs.rmSync(dataDir, { recursive: true, force: true });
-    await scratch?.drop();
-  });
-
-  // Every wait below is for an event (a line on stdout, the sink's count, the logs); the time they
+  // Every wait below is for an event (a line on stdout, the k.sink's count, the logs); the time they
   // take is two server start-ups from source and one lock expiry, which on a loaded 2-core
   // machine runs past vitest's default 30 s, so the limit is the sum of the waits' own bounds.
   it('delivers every accepted send after a restart, duplicates carrying the same Message-ID', { timeout: 240_000 }, async () => {
     const env = {
-      CLARION_DATA_DIR: dataDir,
-      DATABASE_URL: databaseUrl,
-      SMTP_URL: sink.url,
+      CLARION_DATA_DIR: k.dataDir,
+      DATABASE_URL: k.databaseUrl,
+      SMTP_URL: k.sink.url,
       CLARION_ALLOW_PRIVATE_NETWORKS: 'true',
       CLARION_JOB_LOCK_SECONDS: '2',
       CLARION_SECRET_KEY: randomBytes(32).toString('hex'),
     };
     const port1 = await freePort();
     const first = spawnCli(['serve'], { ...env, PORT: String(port1) });
-    servers.push(first);
+    k.servers.push(first);
     const out = await waitForOutput(first, /API key\s+clarion_sk_\S+/, 60_000);
     const key = /API key\s+(clarion_sk_\S+)/.exec(out)![1];
 
@@ -64,29 +40,29 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
     );
     expect(new Set(accepted).size).toBe(N);
 
-    // Some mail is out, some on the wire (held by the sink), the rest queued: kill without warning.
-    await eventually(() => sink.answered() >= 3 && sink.held() > 0, 30_000, 'first deliveries, and more in flight');
+    // Some mail is out, some on the wire (held by the k.sink), the rest queued: kill without warning.
+    await eventually(() => k.sink.answered() >= 3 && k.sink.held() > 0, 30_000, 'first deliveries, and more in flight');
     const exited = new Promise((r) => first.on('exit', r));
     first.kill('SIGKILL');
     await exited;
-    const atKill = sink.received.length;
+    const atKill = k.sink.received.length;
     expect(atKill).toBeLessThan(N);
-    expect(sink.held()).toBeGreaterThan(0);
-    sink.answerAll();
+    expect(k.sink.held()).toBeGreaterThan(0);
+    k.sink.answerAll();
 
     const port2 = await freePort();
     const second = spawnCli(['serve'], { ...env, PORT: String(port2), LOG_LEVEL: 'info' });
-    servers.push(second);
+    k.servers.push(second);
     try {
       await waitForOutput(second, /listening on/, 60_000);
-      await eventually(() => new Set(sink.received.map((m) => m.subject)).size === N, 60_000, 'every accepted send delivered');
+      await eventually(() => new Set(k.sink.received.map((m) => m.subject)).size === N, 60_000, 'every accepted send delivered');
       const bySubject = new Map<string, Set<string>>();
-      for (const m of sink.received) bySubject.set(m.subject, (bySubject.get(m.subject) ?? new Set()).add(m.messageId));
+      for (const m of k.sink.received) bySubject.set(m.subject, (bySubject.get(m.subject) ?? new Set()).add(m.messageId));
       for (const [subject, ids] of bySubject) expect(ids.size, `${subject} kept one Message-ID`).toBe(1);
       // At-least-once: only what was in flight at the kill may arrive twice.
-      expect(sink.received.length - N).toBeLessThanOrEqual(16);
-      // The sink saw no socket errors but the killed process's dropped connections.
-      for (const err of sink.socketErrors) expect((err as NodeJS.ErrnoException).code).toMatch(/^(ECONNRESET|EPIPE)$/);
+      expect(k.sink.received.length - N).toBeLessThanOrEqual(16);
+      // The k.sink saw no socket errors but the killed process's dropped connections.
+      for (const err of k.sink.socketErrors) expect((err as NodeJS.ErrnoException).code).toMatch(/^(ECONNRESET|EPIPE)$/);
 
       const logs = await fetch(`http://127.0.0.1:${port2}/logs/${accepted.slice(0, 25).join(',')}`, { headers: { authorization: `Bearer ${key}` } });
       const body = await logs.json();

@@ -13,6 +13,7 @@ import { IdempotencyRepository } from './idempotency.repository.js';
 import { MessagesRepository } from './messages.repository.js';
 import { Batcher } from '../../storage/batcher.js';
 import { WorkTime } from '../../load.js';
+import { acceptedMessageRow } from './message-rows.js';
 import type { SendBody, SendResponse } from './sending.schemas.js';
 import { type IntakeResult, type IntakeUnit, SendIntake } from './intake.js';
 import type { MessageRow } from './sending.tables.js';
@@ -162,32 +163,21 @@ export class SendingService {
       recipient,
       ensureType: typeKnown ? null : send.type,
       job: { name: PROCESS_MESSAGE_JOB, data: { trackingId }, runAt },
-      message: {
+      message: acceptedMessageRow({
         tracking_id: trackingId,
         account_id: ctx.accountId,
         env_id: ctx.envId,
         notification_id: send.type,
         user_id: recipient.userId,
-        user_email: null,
-        user_number: null,
         template_id: body.templateId ?? null,
         sub_notification_id: send.subNotificationId ?? null,
         request,
         state: runAt ? 'scheduled' : 'queued',
-        job_id: null,
         ip: ctx.ip ?? null,
         agent: ctx.agent ?? null,
         received_at: receivedAt,
-        processed_at: null,
         scheduled_for: runAt?.toISOString() ?? null,
-        schedule_updated_at: null,
-        schedule_updated_to: null,
-        schedule_deleted_at: null,
-        failed_at: null,
-        failed_code: null,
-        failed_internal: null,
-        skipped: null,
-      },
+      }),
     });
     if (outcome === 'replay') {
       const replay = await this.replay(ctx.envId, ctx.idempotencyKey!, requestHash!, now);
