@@ -12,7 +12,9 @@ const BROWSER_PATH = /^\/[^/?]+\/users\/[^/?]+\/|^\/user\/inapp(?:[/?]|$)/;
 /**
  * CORS with @fastify/cors on the browser routes, for the origins of CLARION_CORS_ORIGINS (`*` by
  * default: the in-app client authenticates with its own header, not cookies, so no credentials
- * mode is needed). Registered before authentication: a preflight carries no credentials.
+ * mode is needed). `app` is the scope of the browser routes (app.ts): the plugin's hook costs
+ * every request of its scope, so the server API is kept out of it. The preflight's answer comes
+ * from the hook, before authentication: a preflight carries no credentials.
  */
 export async function installCors(app: App, origins: Config['corsOrigins']): Promise<void> {
   if (origins === 'off') return;

@@ -32,6 +32,8 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'GET /status': 'public',
   'GET /metrics': 'public',
   'GET /openapi.json': 'public',
+  // CORS preflights of the in-app client's routes (http/cors.ts): a preflight carries no credentials.
+  'OPTIONS *': 'public',
 
   // Account, environments, keys
   'GET /account': 'account-read',

@@ -201,7 +201,8 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
   it('lists every route of the server, and every route it lists exists', async () => {
     for (const key of Object.keys(PERMISSIONS)) {
       const [method, url] = key.split(' ') as [string, string];
-      expect(t.app.hasRoute({ method: method, url }), `${key} is in the matrix but not a route`).toBe(true);
+      // The CORS plugin's catch-all preflight route is registered as "*" and found as "/*".
+      expect(t.app.hasRoute({ method: method, url: url === '*' ? '/*' : url }), `${key} is in the matrix but not a route`).toBe(true);
     }
   });
 
