@@ -1,3 +1,4 @@
+import { acceptedMessageRow } from '../../src/modules/sending/message-rows.js';
 import type { MessageRow } from '../../src/modules/sending/sending.tables.js';
 
 /**
@@ -7,24 +8,6 @@ import type { MessageRow } from '../../src/modules/sending/sending.tables.js';
 export function queuedMessageRow(
   fields: Partial<MessageRow> & Pick<MessageRow, 'tracking_id' | 'account_id' | 'env_id' | 'notification_id' | 'user_id' | 'request' | 'received_at'>,
 ): MessageRow {
-  return {
-    user_email: null,
-    user_number: null,
-    template_id: null,
-    sub_notification_id: null,
-    state: 'queued',
-    job_id: null,
-    ip: null,
-    agent: null,
-    processed_at: null,
-    scheduled_for: null,
-    schedule_updated_at: null,
-    schedule_updated_to: null,
-    schedule_deleted_at: null,
-    failed_at: null,
-    failed_code: null,
-    failed_internal: null,
-    skipped: null,
-    ...fields,
-  };
+  // The intake's own shape (acceptedMessageRow), then whatever else the case names.
+  return { ...acceptedMessageRow({ template_id: null, sub_notification_id: null, state: 'queued', ip: null, agent: null, scheduled_for: null, ...fields }), ...fields };
 }

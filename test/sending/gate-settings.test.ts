@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
+import { expectTypeSettingsRefused } from '../helpers/type-settings.js';
 
 const throttle = (over: Record<string, unknown>) => ({ max: 5, period: 1, unit: 'hours', forever: false, scope: ['userId', 'notificationId'], ...over });
 
@@ -69,16 +70,7 @@ describe.each(STORAGE_KINDS)('deduplication and throttling settings (%s)', (kind
 
   it('refuses each wrong value with a 400 that names it and says what to do, on create and on patch, storing nothing', async () => {
     await req('POST', '/types', { notificationId: 'kept', title: 'Kept', channels: ['EMAIL'], ...ACCEPTED[ACCEPTED.length - 1] });
-    for (const [what, settings, named] of REFUSED) {
-      const created = await req('POST', '/types', { notificationId: 'refused', title: 'x', channels: ['EMAIL'], ...settings });
-      expect(created.statusCode, `${what}: ${created.body}`).toBe(400);
-      expect(created.json().error.code).toBe('VALIDATION_FAILED');
-      expect(created.json().error.message, what).toContain(named);
-      expect(typeof created.json().error.fix, what).toBe('string');
-      const patched = await req('PATCH', '/types/kept', settings);
-      expect(patched.statusCode, `${what} (patch): ${patched.body}`).toBe(400);
-      expect(patched.json().error.message, what).toContain(named);
-    }
+    await expectTypeSettingsRefused(req, REFUSED);
     expect((await req('GET', '/types/refused')).statusCode).toBe(404);
     expect((await req('GET', '/types/kept')).json()[0]).toMatchObject(ACCEPTED[ACCEPTED.length - 1]);
   });
