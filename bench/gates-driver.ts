@@ -22,6 +22,7 @@ import { buildExecutors } from '../src/modules/sending/executors/index.js';
 import { INGEST_SENDS_JOB } from '../src/modules/sending/messages.journal.js';
 import { Secrets } from '../src/secrets.js';
 import { buildServices } from '../src/services.js';
+import { BENCH_RATE_LIMITS } from './lib.js';
 
 /** The variants: a type and user without preferences or gates, and with them. */
 export const GATE_VARIANTS = {
@@ -37,7 +38,7 @@ const THROTTLING = { max: 1_000_000_000, period: 1, unit: 'hours', forever: fals
 
 async function main() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-bench-gates-'));
-  const config = loadConfig({ CLARION_DATA_DIR: dataDir, LOG_LEVEL: 'warn', CLARION_INBOUND_SMTP_PORT: 'off' });
+  const config = loadConfig({ CLARION_DATA_DIR: dataDir, LOG_LEVEL: 'warn', CLARION_INBOUND_SMTP_PORT: 'off', ...BENCH_RATE_LIMITS });
   const deps = buildDeps(config, { logger: pino({ level: 'warn' }), secrets: new Secrets(randomBytes(32)) });
   await deps.storage.migrate();
   const services = buildServices(deps);

@@ -17,6 +17,12 @@ export { freePort };
 export const CLARION_LOG_LEVEL = process.env.LOG_LEVEL ?? 'info';
 
 /**
+ * The rate limits of the servers the bench runs: on, so that their cost is in what is measured,
+ * but far above the thousands of requests a second it sends from one address with one key.
+ */
+export const BENCH_RATE_LIMITS = { CLARION_RATE_LIMIT_PER_KEY: '1000000000', CLARION_RATE_LIMIT_PER_IP: '1000000000' };
+
+/**
  * Starts a TypeScript entry point in its own process and resolves once `ready` is printed.
  * `root`: the checkout to run it from (the bench's own by default; a worktree of an older
  * commit for before/after comparisons).
@@ -25,7 +31,7 @@ export function start(entry: string, args: string[], env: NodeJS.ProcessEnv, rea
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry), ...args], {
     cwd: root,
     // The inbound SMTP server is off: several bench processes (and other checkouts) run at once.
-    env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, CLARION_INBOUND_SMTP_PORT: 'off', ...env },
+    env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, CLARION_INBOUND_SMTP_PORT: 'off', ...BENCH_RATE_LIMITS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   return new Promise((resolve, reject) => {
@@ -194,7 +200,7 @@ export async function serveClarion(env: NodeJS.ProcessEnv, root = ROOT, nodeArgs
   const port = await freePort();
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(root, 'src/main.ts'), 'serve'], {
     cwd: root,
-    env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, PORT: String(port), CLARION_INBOUND_SMTP_PORT: 'off', ...env },
+    env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, PORT: String(port), CLARION_INBOUND_SMTP_PORT: 'off', ...BENCH_RATE_LIMITS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import type { Checkout } from './before.js';
-import { CLARION_LOG_LEVEL, ROOT, bannerKey, freePort, waitForStatus } from './lib.js';
+import { BENCH_RATE_LIMITS, CLARION_LOG_LEVEL, ROOT, bannerKey, freePort, waitForStatus } from './lib.js';
 import { BENCH, SEND_BODY } from './settings.js';
 
 /** Requests before counting (the JIT's tiers) and counted; BENCH_CG_WARM, BENCH_CG_REQUESTS. */
@@ -62,7 +62,7 @@ async function countSide(name: string, root: string): Promise<InstructionCount> 
     ['--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${out}`, process.execPath, ...NODE_FLAGS, '--import', 'tsx', path.join(root, 'src/main.ts'), 'serve'],
     {
       cwd: root,
-      env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, PORT: String(port), CLARION_ROLE: 'api', CLARION_INBOUND_SMTP_PORT: 'off', CLARION_DATA_DIR: path.join(dir, 'data'), DATABASE_URL: '' },
+      env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, PORT: String(port), CLARION_ROLE: 'api', CLARION_INBOUND_SMTP_PORT: 'off', ...BENCH_RATE_LIMITS, CLARION_DATA_DIR: path.join(dir, 'data'), DATABASE_URL: '' },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );

@@ -1,4 +1,5 @@
 import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import type { Deps } from './deps.js';
@@ -6,11 +7,16 @@ import { installAuth } from './http/auth.js';
 import { installCors } from './http/cors.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.js';
 import { parseJsonBody } from './http/json-body.js';
+import { docsOptions, openApiOptions } from './http/openapi.js';
 import { installMetrics } from './http/metrics.js';
+import { registerDeliveryMetrics } from './modules/delivery/delivery-metrics.js';
+import { registerQueueMetrics } from './queue/queue-metrics.js';
+import { installRateLimits } from './http/rate-limit.js';
 import { installRequestLog, lazyChildLogger } from './http/request-logger.js';
 import { ErrorBodySchema, installFormats } from './http/schemas.js';
 import type { App } from './http/types.js';
 import { accountRoutes } from './modules/accounts/accounts.routes.js';
+import { publicComponentRoutes } from './modules/components/components.routes.js';
 import { environmentRoutes } from './modules/environments/environments.routes.js';
 import { keyRoutes } from './modules/keys/keys.routes.js';
 import { logRoutes } from './modules/logs/logs.routes.js';
@@ -19,11 +25,14 @@ import { fcmRoutes } from './modules/push/fcm.routes.js';
 import { webPushRoutes } from './modules/push/web-push.routes.js';
 import { retractRoutes } from './modules/sending/retract.routes.js';
 import { sendingRoutes } from './modules/sending/sending.routes.js';
+import { slackDirectoryRoutes } from './modules/slack/slack-directory.routes.js';
+import { slackAppRoutes, slackUserOauthRoutes } from './modules/slack/slack-oauth.routes.js';
 import { slackRoutes } from './modules/slack/slack.routes.js';
 import { telephonyRoutes } from './modules/telephony/telephony.routes.js';
 import { systemRoutes } from './modules/system/system.routes.js';
 import { inappRoutes } from './modules/inapp/inapp.routes.js';
 import { templateRoutes } from './modules/templates/templates.routes.js';
+import { clientUserRoutes } from './modules/users/client-users.routes.js';
 import { userRoutes } from './modules/users/users.routes.js';
 import { devCarrierRoutes } from './local-providers/dev-carrier/dev-carrier.routes.js';
 import { mailCatcherRoutes } from './local-providers/mail-catcher/mail-catcher.routes.js';
@@ -31,9 +40,11 @@ import { emailSettingsRoutes } from './modules/email/email-settings.routes.js';
 import { addressRoutes } from './modules/addresses/addresses.routes.js';
 import { domainRoutes } from './modules/domains/domains.routes.js';
 import { webhookRoutes } from './modules/webhooks/webhooks.routes.js';
+import { broadcastRoutes } from './modules/broadcasts/broadcasts.routes.js';
 import { preferenceRoutes } from './modules/preferences/preferences.routes.js';
 import { subNotificationRoutes } from './modules/preferences/sub-notifications.routes.js';
 import { engagementRoutes } from './modules/engagement/engagement.routes.js';
+import { hitCounterFor } from './modules/rate-limits/hit-counters.js';
 import type { Services } from './services.js';
 
 /**
@@ -59,6 +70,8 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
     // Without Host, Node would answer an empty 400 itself; the onRequest check answers the Error body.
     http: { requireHostHeader: false },
     return503OnClosing: false,
+    // request.ip (rate limits, request lines) is the client's, not a reverse proxy's: CLARION_TRUST_PROXY.
+    trustProxy: deps.config.trustProxy,
     // Route matching ignores a trailing slash, as API clients often add one.
     // Path ids (user ids up to 256 chars, URL-encoded) may be longer than Fastify's default 100.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
@@ -82,20 +95,7 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   app.addContentTypeParser('*', { parseAs: 'string' }, parseJson);
 
   app.addSchema(ErrorBodySchema);
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: { title: 'Clarion', version: '0.1.0', description: 'Self-hostable notification service' },
-      components: {
-        securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'API key (clarion_sk_...) or account JWT' },
-          basic: { type: 'http', scheme: 'basic', description: 'environment clientId:clientSecret' },
-          inappUser: { type: 'http', scheme: 'basic', description: 'in-app clients: clientId:userId:userHash (hash needed in secure mode)' },
-        },
-      },
-      security: [{ bearer: [] }, { basic: [] }],
-    },
-  });
+  await app.register(swagger, openApiOptions(deps.config));
 
   // Workers in this process give way while the API is busy (see ApiLoad).
   app.addHook('onRequest', (_request, _reply, done) => {
@@ -106,7 +106,13 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   installRequestLog(app, deps.requestLines);
   installErrorHandling(app);
   const metrics = installMetrics(app);
+  registerDeliveryMetrics(metrics, deps.ledger.outcomes);
+  registerQueueMetrics(metrics, deps.queue);
   installAuth(app, services.auth);
+  // After installAuth: the address limit runs before authentication, the credential's after it.
+  await installRateLimits(app, deps.config, hitCounterFor(deps.storage, deps.clock));
+  // /docs renders the document; its routes live in a scope of their own and add no hooks to the API's.
+  await app.register(swaggerUi, docsOptions);
 
   systemRoutes(app, deps, metrics);
   accountRoutes(app, services.accounts);
@@ -115,7 +121,7 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   userRoutes(app, services.users);
   templateRoutes(app, services);
   emailSettingsRoutes(app, services.emailSettings);
-  // The routes a browser calls (the in-app client's), in a scope of their own so that CORS's hook
+  // The routes a browser calls (the in-app client's, and what a public key may read), in a scope of their own so that CORS's hook
   // runs for them only: on every route it cost about 126k instructions per POST /send (callgrind).
   await app.register(async (scope) => {
     const browser = scope as unknown as App;
@@ -123,6 +129,10 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
     await inappRoutes(browser, deps, services);
     preferenceRoutes(browser, services);
     webPushRoutes(browser, services);
+    clientUserRoutes(browser, services);
+    slackDirectoryRoutes(browser, services);
+    slackUserOauthRoutes(browser, services);
+    publicComponentRoutes(browser, services.components);
   });
   subNotificationRoutes(app, services.subNotifications);
   sendingRoutes(app, services.sending);
@@ -132,9 +142,11 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   apnRoutes(app, services.apnSettings);
   fcmRoutes(app, services.fcmSettings);
   slackRoutes(app, services.slackSettings);
+  slackAppRoutes(app, services.slackOauth);
   webhookRoutes(app, services.webhooks);
   await engagementRoutes(app, services.engagement);
   domainRoutes(app, services.domains);
+  broadcastRoutes(app, services.broadcasts);
   addressRoutes(app, services.addresses, services.inbound);
   // Local stand-ins for providers: the mail catcher always (mail goes there without SMTP), the
   // development carrier when no Twilio credentials are configured.

@@ -65,6 +65,14 @@ export interface Config extends TelephonySettings {
   dnsServer?: string;
   /** Origins a browser may call the in-app routes from (CLARION_CORS_ORIGINS): any, none, or a list. */
   corsOrigins: '*' | 'off' | string[];
+  /** Requests per window per credential (CLARION_RATE_LIMIT_PER_KEY); null: off. */
+  rateLimitPerKey: number | null;
+  /** Requests per window per client address (CLARION_RATE_LIMIT_PER_IP); null: off. */
+  rateLimitPerIp: number | null;
+  /** Length of a rate-limit window, in ms (CLARION_RATE_LIMIT_WINDOW, in seconds). */
+  rateLimitWindowMs: number;
+  /** Reverse proxies whose X-Forwarded-For names the client (CLARION_TRUST_PROXY): none, or their addresses. */
+  trustProxy: false | string;
   /** The domain this server's mail leaves from, named in the SPF include and return-path CNAME of sender domains (CLARION_SENDING_DOMAIN). */
   sendingDomain: string;
 }
@@ -135,6 +143,29 @@ function corsOrigins(raw: string): Config['corsOrigins'] | undefined {
   return list.length > 0 && list.every((o) => httpUrl(o)?.origin === o) ? list : undefined;
 }
 
+/** A count that may be turned off: 0 or off is 0 (envalid takes no null value; loadConfig reads 0 as off). */
+const countOrOff = (fallback: number) => setting('an integer >= 1, or 0 or off to turn it off', (raw) => (/^(off|false|no)$/i.test(raw) ? 0 : integer(0)(raw)), fallback);
+const offIfZero = (value: number): number | null => (value === 0 ? null : value);
+
+/** An IPv4 or IPv6 address with an optional /prefix, or a name proxy-addr knows. */
+function proxyAddress(entry: string): boolean {
+  if (['loopback', 'linklocal', 'uniquelocal'].includes(entry)) return true;
+  const [ip, prefix, extra] = entry.split('/');
+  const family = isIP(ip);
+  if (family === 0 || extra !== undefined) return false;
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+
+/**
+ * CLARION_TRUST_PROXY: off, or a comma-separated list of proxy addresses (Fastify's trustProxy; a
+ * hop count is not offered: Fastify cannot check the nearest peer with one, and ignores it).
+ */
+function trustProxy(raw: string): Config['trustProxy'] | undefined {
+  if (/^(off|false|no)$/i.test(raw)) return false;
+  const list = raw.split(',').map((a) => a.trim());
+  return list.every(proxyAddress) ? list.join(',') : undefined;
+}
+
 /** The environment variables Clarion reads, each with what it accepts (README: Configuration); envalid checks them all at once. */
 const SPEC = {
   PORT: int(3000, 0, 65535),
@@ -175,6 +206,10 @@ const SPEC = {
   CLARION_DNS_SERVER: optional('an IP address with an optional port (127.0.0.1:5353, [::1]:5353)', dnsServer),
   CLARION_SENDING_DOMAIN: optional('a domain name', domainName),
   CLARION_CORS_ORIGINS: setting<Config['corsOrigins']>('*, off, or a comma-separated list of origins such as https://app.example.com', corsOrigins, '*'),
+  CLARION_RATE_LIMIT_PER_KEY: countOrOff(30_000),
+  CLARION_RATE_LIMIT_PER_IP: countOrOff(60_000),
+  CLARION_RATE_LIMIT_WINDOW: int(60, 1, 86_400),
+  CLARION_TRUST_PROXY: setting<Config['trustProxy']>('off, or a comma-separated list of proxy addresses (10.0.0.1, 10.0.0.0/8, loopback)', trustProxy, false),
 };
 
 /**
@@ -233,6 +268,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     inboundMaxBytes: e.CLARION_INBOUND_MAX_BYTES,
     dnsServer: absentIfEmpty(e.CLARION_DNS_SERVER),
     corsOrigins: e.CLARION_CORS_ORIGINS,
+    rateLimitPerKey: offIfZero(e.CLARION_RATE_LIMIT_PER_KEY),
+    rateLimitPerIp: offIfZero(e.CLARION_RATE_LIMIT_PER_IP),
+    rateLimitWindowMs: e.CLARION_RATE_LIMIT_WINDOW * 1000,
+    trustProxy: e.CLARION_TRUST_PROXY,
     sendingDomain: e.CLARION_SENDING_DOMAIN || (domainName(e.CLARION_DEFAULT_FROM_ADDRESS.split('@').pop() ?? '') ?? 'clarion.localhost'),
   };
 }

@@ -7,6 +7,7 @@ import { bootstrapIfEmpty, createAccountWithEnvironment } from './modules/accoun
 import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { signAccountToken } from './modules/auth/jwt.js';
 import { buildServices } from './services.js';
+import { type DeliveryTargets, deliveryTargets } from './start-banner.js';
 import { startWorkers } from './workers.js';
 
 const USAGE = `clarion <command> [options]
@@ -42,7 +43,9 @@ while other processes use the database.`,
   init: `clarion init [--json] [--name NAME]
 
 Creates an account (named NAME, default "Account") with one environment and an API key, and
-prints them (--json: as one JSON object). Migrates first.`,
+prints them (--json: as one JSON object). Migrates first. The environment is in in-app secure
+mode: in-app clients must send the user hash (README: In-app); PATCH the environment with
+{"secureMode": false} to turn it off for a quick demo.`,
   token: `clarion token --account ID [--ttl SECONDS] [--subject NAME]
 
 Prints a JWT signed with the server's key, acting on account ID for SECONDS (default 3600);
@@ -121,10 +124,22 @@ async function run(command: string, rest: string[], config: ReturnType<typeof lo
       const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean' }, name: { type: 'string' } } });
       const deps = buildDeps(config);
       await deps.storage.migrate();
-      const created = await createAccountWithEnvironment(deps, { name: values.name ?? 'Account' });
+      // Secure mode: an in-app feed is read only with the user hash the customer's server computes.
+      const created = await createAccountWithEnvironment(deps, { name: values.name ?? 'Account', secureMode: true });
       await deps.storage.close();
       if (values.json) console.log(JSON.stringify(created));
-      else printCredentials(created, baseUrl(config));
+      else {
+        printCredentials(created, baseUrl(config));
+        console.log(
+          [
+            '  In-app secure mode is on: in-app clients send userHash = base64(HMAC-SHA256(clientSecret, userId)),',
+            '  computed on your server. For a quick demo without it:',
+            `    curl -X PATCH -H "Authorization: Bearer ${created.apiKey}" -H 'content-type: application/json' \\`,
+            `         -d '{"secureMode":false}' ${baseUrl(config)}/environments/${created.clientId}`,
+            '',
+          ].join('\n'),
+        );
+      }
       return 0;
     }
     case 'token': {
@@ -156,7 +171,7 @@ function baseUrl(config: ReturnType<typeof loadConfig>): string {
   return config.publicUrl ?? `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${config.port}`;
 }
 
-function printCredentials(created: { accountId: string; clientId: string; clientSecret: string; apiKey: string }, url: string): void {
+function printCredentials(created: { accountId: string; clientId: string; clientSecret: string; apiKey: string }, url: string, targets?: DeliveryTargets): void {
   console.log(
     [
       '',
@@ -166,6 +181,7 @@ function printCredentials(created: { accountId: string; clientId: string; client
       `    accountId     ${created.accountId}`,
       `    clientId      ${created.clientId}`,
       `    clientSecret  ${created.clientSecret}`,
+      ...(targets ? ['', '  Where messages go:', `    mail          ${targets.mail}`, `    texts, calls  ${targets.texts}`] : []),
       '',
       `  Try: curl -H "Authorization: Bearer ${created.apiKey}" ${url}/account`,
       '',
@@ -190,9 +206,10 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
     if (created) printCredentials(created, baseUrl(config));
     throw err;
   }
-  // Printed once the API answers (role worker: once the workers run).
-  if (created) printCredentials(created, baseUrl(config));
-  else if (app) deps.logger.info(`Clarion listening on ${baseUrl(config)} (run \`clarion init\` for a new account and key)`);
+  // Printed once the API answers (role worker: once the workers run), with where messages go.
+  const targets = app ? deliveryTargets(config, baseUrl(config)) : undefined;
+  if (created) printCredentials(created, baseUrl(config), targets);
+  else if (targets) deps.logger.info({ ...targets }, `Clarion listening on ${baseUrl(config)} (run \`clarion init\` for a new account and key); mail: ${targets.mail}; texts and calls: ${targets.texts}`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

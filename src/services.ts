@@ -9,6 +9,7 @@ import { InboundMailService } from './modules/addresses/inbound.service.js';
 import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { AccountsService } from './modules/accounts/accounts.service.js';
 import { AuthService } from './modules/auth/auth.service.js';
+import { type Broadcasts, buildBroadcasts } from './modules/broadcasts/broadcasts.module.js';
 import { ComponentsService } from './modules/components/components.service.js';
 import { DigestsService } from './modules/digests/digests.service.js';
 import { DnsRecordChecker } from './modules/domains/dns-records.js';
@@ -33,6 +34,8 @@ import { WebPushService } from './modules/push/web-push.service.js';
 import { SendIntake } from './modules/sending/intake.js';
 import { RetractService } from './modules/sending/retract.service.js';
 import { SendingService } from './modules/sending/sending.service.js';
+import { SlackDirectoryService } from './modules/slack/slack-directory.service.js';
+import { SlackOauthService } from './modules/slack/slack-oauth.service.js';
 import { SlackSettingsService } from './modules/slack/slack.service.js';
 import { TelephonyCallbacks } from './modules/telephony/callbacks.service.js';
 import { NumbersService } from './modules/telephony/numbers.service.js';
@@ -77,6 +80,10 @@ export interface Services {
   apnSettings: ApnSettingsService;
   fcmSettings: FcmSettingsService;
   slackSettings: SlackSettingsService;
+  /** A user's Slack workspace, listed for the in-app client's slack.getChannels. */
+  slackDirectory: SlackDirectoryService;
+  /** Users' Slack installs (OAuth v2) with the environment's Slack app. */
+  slackOauth: SlackOauthService;
   emailSettings: EmailSettingsService;
   numbers: NumbersService;
   telephonyCallbacks: TelephonyCallbacks;
@@ -96,6 +103,8 @@ export interface Services {
   digests: DigestsService;
   /** Sender domains of accounts (DomainsApi): DKIM keys, DNS verification, the fromAddress rule. */
   domains: DomainsService;
+  /** Email broadcasts (modules/broadcasts): drafts, the state table, audiences, their jobs' work. */
+  broadcasts: Broadcasts;
   /** Inbound email addresses (AddressesApi). */
   addresses: AddressesService;
   /** Inbound mail: parses, links and records what the inbound SMTP server accepts. */
@@ -129,6 +138,8 @@ export function buildServices(deps: Deps): Services {
   const domains = new DomainsService(deps, new DomainsRepository(deps.db), new DnsRecordChecker({ server: deps.config.dnsServer }));
   const preferences = new PreferencesService(deps, webhooks.outbox);
   const engagement = new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox, preferences);
+  const slackSettings = new SlackSettingsService(deps);
+  const sending = new SendingService(deps, deps.queue, domains);
   return {
     repositories,
     renderer,
@@ -145,11 +156,13 @@ export function buildServices(deps: Deps): Services {
     webPush: new WebPushService(deps),
     apnSettings: new ApnSettingsService(deps),
     fcmSettings: new FcmSettingsService(deps),
-    slackSettings: new SlackSettingsService(deps),
+    slackSettings,
+    slackDirectory: new SlackDirectoryService(deps, users, slackSettings),
+    slackOauth: new SlackOauthService(deps, users),
     emailSettings: new EmailSettingsService(deps, repositories.emailSettings),
     numbers,
     telephonyCallbacks: new TelephonyCallbacks(deps, users, webhooks.outbox, repositories.telephony),
-    sending: new SendingService(deps, deps.queue, domains),
+    sending,
     retract: new RetractService(deps),
     logs: new LogsService(deps, deps.queue),
     webhooks,
@@ -159,6 +172,7 @@ export function buildServices(deps: Deps): Services {
     // Its own intake: a digest's message is accepted inside the transaction that claims it.
     digests: new DigestsService(deps, new SendIntake(deps, deps.queue)),
     domains,
+    broadcasts: buildBroadcasts(deps, domains, sending),
     addresses: new AddressesService(deps, addressesRepo, domains),
     inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox, engagement, domains),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),

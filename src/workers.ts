@@ -7,6 +7,7 @@ import { registerSendingJobs } from './modules/sending/sending.jobs.js';
 import { registerMaintenanceJobs } from './modules/system/maintenance.jobs.js';
 import { InboundSmtpServer } from './modules/addresses/inbound-smtp.js';
 import { registerDigestJobs } from './modules/digests/digests.jobs.js';
+import { registerBroadcastJobs } from './modules/broadcasts/broadcasts.jobs.js';
 import { registerDomainJobs } from './modules/domains/domains.jobs.js';
 import { startWebhookJobs } from './modules/webhooks/webhooks.jobs.js';
 
@@ -22,6 +23,8 @@ export interface Workers {
   scheduleDomainChecks(): Promise<string>;
   /** Schedules this minute's sending of due digests (one per minute across every process). */
   scheduleDigests(): Promise<string>;
+  /** Schedules this minute's start of due scheduled broadcasts (one per minute across every process). */
+  scheduleBroadcastStarts(): Promise<string>;
   /** The inbound SMTP server of this process; null when CLARION_INBOUND_SMTP_PORT is off. */
   inboundSmtp: InboundSmtpServer | null;
   stop(): Promise<void>;
@@ -41,6 +44,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   const maintenance = registerMaintenanceJobs(deps);
   const domainJobs = registerDomainJobs(deps, services.domains);
   const digestJobs = registerDigestJobs(deps, services.digests);
+  const broadcastJobs = registerBroadcastJobs(deps, services.broadcasts.sending, services.broadcasts.jobs);
   await deps.queue.start();
   const webhooks = startWebhookJobs(services.webhooks);
   // Inbound mail is received where the workers run (roles all and worker): it records into the
@@ -67,7 +71,11 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   timer.unref();
   // Digests are due at a minute of the user's choosing: every minute, and once now, so those
   // that fell due while no worker ran go out at start.
-  const scheduleDigests = () => void digestJobs.scheduleSweep().catch((err) => deps.logger.warn({ err }, 'could not schedule the sending of due digests'));
+  // Scheduled broadcasts likewise: each one also has a job at its sendAt; this catches up after a restart.
+  const scheduleDigests = () => {
+    void digestJobs.scheduleSweep().catch((err) => deps.logger.warn({ err }, 'could not schedule the sending of due digests'));
+    void broadcastJobs.scheduleSweep().catch((err) => deps.logger.warn({ err }, 'could not schedule the start of due broadcasts'));
+  };
   scheduleDigests();
   const digestTimer = setInterval(scheduleDigests, MINUTE_MS);
   digestTimer.unref();
@@ -80,6 +88,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
     schedulePurge: maintenance.schedulePurge,
     scheduleDomainChecks: domainJobs.scheduleChecks,
     scheduleDigests: digestJobs.scheduleSweep,
+    scheduleBroadcastStarts: broadcastJobs.scheduleSweep,
     inboundSmtp,
     // Idempotent: a second stop waits for the first instead of closing connections twice.
     stop() {

@@ -51,6 +51,8 @@ export function installAuth(app: App, service: AuthService): AuthService {
 
 /** The onRequest hook of a route with this permission: authenticates the caller and checks the permission. */
 function authenticateFor(service: AuthService, permission: Permission) {
+  // Public keys pass only where a browser may call (AuthService refuses them elsewhere).
+  const options = { publicKey: permission === 'browser' };
   return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
     const envId = selectedEnvironment(request.params, request.query, permission);
     const cached = service.cachedApiKey(request.headers.authorization, envId);
@@ -58,7 +60,7 @@ function authenticateFor(service: AuthService, permission: Permission) {
       request.auth = cached;
       return done(refusal(permission, cached));
     }
-    service.authenticate(request.headers.authorization, envId).then((auth) => {
+    service.authenticate(request.headers.authorization, envId, options).then((auth) => {
       request.auth = auth;
       done(refusal(permission, auth));
     }, done);
@@ -71,7 +73,7 @@ function authenticateFor(service: AuthService, permission: Permission) {
  */
 function selectedEnvironment(params: unknown, query: unknown, permission: Permission): string | undefined {
   const pathClientId = (params as Record<string, unknown> | undefined)?.clientId;
-  if (permission === 'environment' && typeof pathClientId === 'string') return pathClientId;
+  if ((permission === 'environment' || permission === 'browser') && typeof pathClientId === 'string') return pathClientId;
   const envId = (query as Record<string, unknown> | undefined)?.envId;
   return typeof envId === 'string' ? envId : undefined;
 }
@@ -85,7 +87,7 @@ function refusal(permission: Permission, auth: AuthContext): AppError | undefine
       'Use an account-scope API key (the key `clarion init` prints, or POST /keys with scope "account") or an account JWT.',
     );
   }
-  if (permission === 'environment' && auth.envId === null) {
+  if ((permission === 'environment' || permission === 'browser') && auth.envId === null) {
     return environmentRequired();
   }
   return undefined;

@@ -4,10 +4,13 @@ import type { App } from './types.js';
 
 /**
  * What a browser calls: the in-app client's `/{clientId}/users/{userId}/<resource>` (its only URL
- * shape: notifications, preferences, account metadata, Slack channels) and `/user/inapp`. The
+ * shape: notifications, preferences, account metadata, Slack channels), and what the pingram
+ * SDK's UserApi calls with a public key: `/user/inapp`, `/users/account-metadata`,
+ * `/users/{userId}/slack-channels`, `/users/{userId}/slack-oauth`, and `/components/public`. The
  * server API (secret keys, account tokens) answers no CORS: a browser must never hold those.
  */
-const BROWSER_PATH = /^\/[^/?]+\/users\/[^/?]+\/|^\/user\/inapp(?:[/?]|$)/;
+const BROWSER_PATH =
+  /^\/[^/?]+\/users\/[^/?]+\/|^\/user\/inapp(?:[/?]|$)|^\/users\/(?:account-metadata|[^/?]+\/slack-(?:channels|oauth))(?:\?|$)|^\/components\/public(?:\?|$)/;
 
 /**
  * CORS with @fastify/cors on the browser routes, for the origins of CLARION_CORS_ORIGINS (`*` by

@@ -17,11 +17,14 @@ export type RouteAuth =
  * - `environment`: acts inside one environment. An environment-scope API key and Basic
  *   clientId:clientSecret act in their own environment only; an account-scope API key acts in its
  *   own environment or the one named by `?envId=`; a JWT needs `?envId=`.
+ * - `browser`: what a web page may call besides the end-user routes: the `environment` rules, and
+ *   also the environment's public key (API key of keyType `public`), which every other server
+ *   route refuses with 403 (README: Public keys).
  * - `account-read`: reads what the whole account shares (its plan and usage, its phone numbers):
  *   any credential of the account.
  * - `account`: manages the account, its environments and keys: an account-scope API key or a JWT.
  */
-export type Permission = 'public' | 'end-user' | 'environment' | 'account-read' | 'account';
+export type Permission = 'public' | 'end-user' | 'browser' | 'environment' | 'account-read' | 'account';
 
 /**
  * Every route of the server, keyed `METHOD path` with Fastify's `:param` syntax. A route missing
@@ -32,6 +35,13 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'GET /status': 'public',
   'GET /metrics': 'public',
   'GET /openapi.json': 'public',
+  // The docs page (@fastify/swagger-ui): the page, its document and its bundled assets.
+  'GET /docs': 'public',
+  'GET /docs/json': 'public',
+  'GET /docs/yaml': 'public',
+  'GET /docs/static/index.html': 'public',
+  'GET /docs/static/swagger-initializer.js': 'public',
+  'GET /docs/static/*': 'public',
   // CORS preflights of the in-app client's routes (http/cors.ts): a preflight carries no credentials.
   'OPTIONS *': 'public',
 
@@ -77,6 +87,7 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'DELETE /types/:notificationId': 'environment',
   'GET /components': 'environment',
   'POST /components': 'environment',
+  'GET /components/public': 'browser',
   'GET /components/:componentId': 'environment',
   'PATCH /components/:componentId': 'environment',
   'DELETE /components/:componentId': 'environment',
@@ -100,6 +111,14 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'GET /ws': 'end-user',
   'GET /users/account-metadata': 'end-user',
   'GET /:clientId/users/:userId/account_metadata': 'end-user',
+  // The signed-in user's own record and Slack workspace (in-app client identify, user.get, slack.*; older server SDK identifyUser)
+  'POST /:clientId/users/:userId': 'end-user',
+  'GET /:clientId/users/:userId': 'end-user',
+  'GET /:clientId/users/:userId/slack/channels': 'end-user',
+  // The pingram SDK's UserApi on Slack: server credentials, or the public key, acting for the path's user
+  'GET /users/:userId/slack-channels': 'end-user',
+  'GET /users/:userId/slack-oauth': 'end-user',
+  'POST /users/:userId/slack-oauth': 'end-user',
 
   // User preferences (modules/preferences): the in-app client's, the older server SDK's, API keys'
   'GET /:clientId/users/:userId/preferences': 'end-user',
@@ -118,15 +137,23 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
 
   // Sending and logs
   'POST /send': 'environment',
+  'POST /email': 'environment',
+  'POST /sms': 'environment',
+  'POST /sender/test/email': 'environment',
   'POST /:clientId/sender': 'environment',
   'POST /:clientId/sender/retract': 'environment',
   'PUT /sender/scheduler/:trackingId': 'environment',
   'DELETE /sender/scheduler/:trackingId': 'environment',
+  'PATCH /:clientId/schedule/:trackingId': 'environment',
+  'DELETE /:clientId/schedule/:trackingId': 'environment',
   'GET /logs/retention': 'environment',
+  'GET /logs': 'environment',
+  'GET /logs/tail': 'environment',
   'GET /logs/query/:queryId': 'environment',
   'GET /logs/:trackingIds': 'environment',
   'POST /logs/bulk': 'environment',
   'POST /logs/query': 'environment',
+  'POST /:clientId/logs/query': 'environment',
 
   // Sender domains belong to the account (every environment sends from them)
   'GET /domains': 'account-read',
@@ -136,7 +163,10 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
 
   // Telephony: the account's numbers, carrier callbacks, the development carrier
   'GET /numbers/list': 'account-read',
+  'GET /numbers/released': 'account-read',
+  'GET /numbers/available': 'account-read',
   'POST /numbers/order': 'account',
+  'DELETE /numbers/:phoneNumber': 'account',
   'POST /telephony/twilio/sms-status': 'public',
   'POST /telephony/twilio/call-status': 'public',
   'POST /telephony/twilio/inbound': 'public',
@@ -159,6 +189,11 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'GET /settings/slack': 'environment',
   'PUT /settings/slack': 'environment',
   'DELETE /settings/slack': 'environment',
+  'GET /settings/slack/app': 'environment',
+  'PUT /settings/slack/app': 'environment',
+  'DELETE /settings/slack/app': 'environment',
+  // Slack's OAuth redirect: the signed state is the authority (modules/slack/oauth-state.ts)
+  'GET /slack/oauth/callback': 'public',
 
   // Webhooks
   'POST /webhooks': 'environment',
@@ -173,6 +208,25 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'GET /webhooks/:endpointId/attempts': 'environment',
   'POST /webhooks/:endpointId/events/:eventId/replay': 'environment',
   'POST /webhooks/:endpointId/recover': 'environment',
+
+  // Email broadcasts
+  'POST /broadcasts': 'environment',
+  'GET /broadcasts': 'environment',
+  'POST /broadcasts/audience/preview': 'environment',
+  'GET /broadcasts/:broadcastId': 'environment',
+  'PATCH /broadcasts/:broadcastId': 'environment',
+  'DELETE /broadcasts/:broadcastId': 'environment',
+  'POST /broadcasts/:broadcastId/schedule': 'environment',
+  'POST /broadcasts/:broadcastId/send': 'environment',
+  'POST /broadcasts/:broadcastId/pause': 'environment',
+  'POST /broadcasts/:broadcastId/resume': 'environment',
+  'POST /broadcasts/:broadcastId/cancel': 'environment',
+  'POST /broadcasts/:broadcastId/archive': 'environment',
+  'POST /broadcasts/:broadcastId/unarchive': 'environment',
+  'POST /broadcasts/:broadcastId/test': 'environment',
+  'GET /broadcasts/:broadcastId/metrics': 'environment',
+  'GET /broadcasts/:broadcastId/recipients': 'environment',
+  'GET /broadcasts/:broadcastId/transitions': 'environment',
 
   // Inbound email addresses and what they received
   'POST /addresses': 'environment',

@@ -20,6 +20,13 @@ export function withErrors<T extends Record<number, TSchema>>(ok: T) {
 
 export const MessageSchema = Type.Object({ message: Type.String() });
 
+/**
+ * A response whose body is not JSON (an image, a page, a MIME message): described for the OpenAPI
+ * document only, as Fastify sends a string or Buffer body as it is.
+ */
+export const MediaResponse = (mediaType: string, description: string, schema: TSchema = Type.String()) =>
+  Type.Unsafe<string | Buffer>({ description, content: { [mediaType]: { schema } } });
+
 // Date, then optionally a time (seconds and fraction optional) and a zone: the forms Date reads.
 const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:[Zz]|[+-](\d{2}):?(\d{2}))?)?$/;
 

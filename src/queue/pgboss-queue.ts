@@ -3,7 +3,7 @@ import pg from 'pg';
 import PgBoss from 'pg-boss';
 import { uuidv7 } from 'uuidv7';
 import type { Ids } from '../clock.js';
-import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type WorkOptions, keyedJobId, type JobDb } from './port.js';
+import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type QueueDepth, type WorkOptions, keyedJobId, type JobDb } from './port.js';
 import { type ClaimedJob, type JobBackend, JobRunner } from './runner.js';
 import { prepared } from '../storage/pg-prepared.js';
 import { type CommonQueueOptions, resolveMaxAttempts } from './sqlite-queue.js';
@@ -146,6 +146,24 @@ export class PgBossQueue implements Queue, JobBackend {
   private async exec<R = Record<string, unknown>>(db: JobDb, text: string, values: unknown[]): Promise<R[]> {
     const result = await db.executeQuery(CompiledQuery.raw(text, values));
     return result.rows as R[];
+  }
+
+  /**
+   * One statement over pg-boss's fetch index (job_i5: name, start_after, on jobs not yet
+   * active): proportional to the backlog, never to the completed jobs kept for the archive.
+   */
+  async depths(): Promise<QueueDepth[]> {
+    await this.ready();
+    const rows = await this.exec<{ name: string; due: string; delayed: string; oldest: number | string | null }>(
+      this.db,
+      `SELECT name,
+              count(*) FILTER (WHERE start_after <= now()) AS due,
+              count(*) FILTER (WHERE start_after > now()) AS delayed,
+              extract(epoch FROM now() - min(start_after) FILTER (WHERE start_after <= now()))::float8 AS oldest
+         FROM ${this.schema}.job WHERE state < 'active' GROUP BY name`,
+      [],
+    );
+    return rows.map((r) => ({ name: r.name, due: Number(r.due), delayed: Number(r.delayed), oldestDueSeconds: Math.max(0, Number(r.oldest ?? 0)) }));
   }
 
   async enqueue<T>(tx: JobDb, name: string, data: T, options: EnqueueOptions = {}): Promise<string> {

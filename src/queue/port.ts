@@ -75,6 +75,17 @@ export interface JobToEnqueue {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any caller's Kysely, see above
 export type JobDb = Kysely<any>;
 
+/** The jobs of one name waiting to run (for the queue gauges of /metrics). */
+export interface QueueDepth {
+  name: string;
+  /** Due now: their run time has come and no worker has claimed them yet. */
+  due: number;
+  /** Waiting for a later run time (scheduled sends, retries backing off). */
+  delayed: number;
+  /** How long the longest-waiting due job has been due; 0 with none due. */
+  oldestDueSeconds: number;
+}
+
 export interface Queue {
   /** Inserts the job with the transaction (or plain db) given; returns its id. */
   enqueue<T>(tx: JobDb, name: string, data: T, options?: EnqueueOptions): Promise<string>;
@@ -94,6 +105,8 @@ export interface Queue {
   start(): Promise<void>;
   /** Stops taking jobs, waits for running handlers (up to a grace period), releases the rest. */
   stop(): Promise<void>;
+  /** Waiting jobs per name, read from the queue's tables (so every process's jobs); names with none may be absent. */
+  depths(): Promise<QueueDepth[]>;
 }
 
 /** Thrown by a handler: do not retry this job. */

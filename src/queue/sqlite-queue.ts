@@ -5,7 +5,7 @@ import { type Kysely, sql } from 'kysely';
 import { uuidv7 } from 'uuidv7';
 import { type Clock, type Ids, systemClock } from '../clock.js';
 import { heldSqlite } from '../storage/db.js';
-import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type WorkOptions, keyedJobId, type JobDb } from './port.js';
+import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type QueueDepth, type WorkOptions, keyedJobId, type JobDb } from './port.js';
 import { type BackoffOptions, type ClaimedJob, type GraceTimer, type JobBackend, JobRunner, type QueueLogger } from './runner.js';
 
 /** Row of the queue_jobs table (migration 0020_queue). Timestamps are ISO-8601 UTC text. */
@@ -255,6 +255,31 @@ export class SqliteQueue implements Queue, JobBackend {
       this.options.logger?.error({ err }, 'queue: purge failed');
       return 0;
     }
+  }
+
+  /**
+   * Per name, one range scan of the claim index (name, state, run_at) over its waiting jobs:
+   * proportional to the backlog, never to the jobs already done.
+   */
+  async depths(): Promise<QueueDepth[]> {
+    const now = this.now();
+    const depths: QueueDepth[] = [];
+    for (const name of await this.jobNames()) {
+      const row = await this.jobs(this.db)
+        .selectFrom('queue_jobs')
+        .select((eb) => [
+          eb.fn.countAll<number>().as('waiting'),
+          eb.fn.sum<number | null>(sql`run_at <= ${now}`).as('due'),
+          eb.fn.min('run_at').as('oldest'),
+        ])
+        .where('name', '=', name)
+        .where('state', '=', 'waiting')
+        .executeTakeFirstOrThrow();
+      const due = Number(row.due ?? 0);
+      const oldest = due > 0 && row.oldest ? Math.max(0, (Date.parse(now) - Date.parse(row.oldest)) / 1000) : 0;
+      depths.push({ name, due, delayed: Number(row.waiting) - due, oldestDueSeconds: oldest });
+    }
+    return depths;
   }
 
   /** Every job name in the table, by one index seek per name (a skip scan). */

@@ -44,7 +44,7 @@ describe.each(STORAGE_KINDS)('send: mobile push over FCM HTTP v1 end to end (%s)
         push: { customData: { orderId: '42' } },
       },
     });
-    expect(res.statusCode).toBe(202);
+    expect(res.statusCode).toBe(200);
     const { trackingId } = res.json();
     const record = await settled(trackingId, 'mobile_push_sent_at');
     expect(record).toMatchObject({ mobile_push_routing: 'SEND', mobile_push_preview: 'Order 42 shipped' });

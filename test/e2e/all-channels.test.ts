@@ -90,7 +90,7 @@ describe.each(STORAGE_KINDS)('one notification on every channel (%s)', (kind) =>
         slack: { text: ':red_circle: {{ service }} is down' },
       },
     });
-    expect(res.statusCode).toBe(202);
+    expect(res.statusCode).toBe(200);
     const { trackingId } = res.json();
     const log = async () => (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs[0];
     const record = await eventually(async () => {

@@ -1,12 +1,14 @@
 // Preferences through the published clients against the listening server, on both engines:
 // - the in-app client @notificationapi/core: getPreferences and updateDeliveryOption (JSON posted
 //   as text/plain, Basic clientId:userId[:userHash], secure mode), refusals visible in the log;
-// - the older server SDK notificationapi-node-server-sdk is not installed here (not in
-//   node_modules), so its calls are made as it makes them: setUserPreferences is
-//   POST /{clientId}/user_preferences/{userId} with Basic clientId:clientSecret and an array body,
-//   deleteUserPreferences DELETE /{clientId}/users/{userId}/preferences?notificationId=&subNotificationId=.
+// - the older server SDK notificationapi-node-server-sdk (the real package, init with baseURL):
+//   setUserPreferences is POST /{clientId}/user_preferences/{userId} with Basic
+//   clientId:clientSecret and an array body, deleteUserPreferences
+//   DELETE /{clientId}/users/{userId}/preferences?notificationId=&subNotificationId= with the
+//   user's Basic clientId:userId:hash.
 import { Writable } from 'node:stream';
 import { NotificationAPIClientSDK } from '@notificationapi/core';
+import notificationapi from 'notificationapi-node-server-sdk';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { userHash } from '../../src/modules/inapp/inapp.auth.js';
@@ -107,29 +109,26 @@ describe.each(STORAGE_KINDS)('preferences through the published clients (%s)', (
     expect(wrongUser.statusCode).toBe(401);
   });
 
-  it("the older server SDK's setUserPreferences and deleteUserPreferences paths", async () => {
-    const server = basic(`${t.account.clientId}:${t.account.clientSecret}`);
-    const set = await realFetch(`http://${host}/${t.account.clientId}/user_preferences/dee`, {
-      method: 'POST',
-      headers: { ...server, 'Content-Type': 'application/json', 'User-Agent': 'notificationapi-node-server-sdk/1.0.0' },
-      body: JSON.stringify([
-        { notificationId: 'comments', channel: 'EMAIL', delivery: 'off' },
-        { notificationId: 'comments', channel: 'INAPP_WEB', delivery: 'off', subNotificationId: 'post-1' },
-        { notificationId: 'comments', channel: 'INAPP_WEB', delivery: 'off', subNotificationId: 'post-2' },
-      ]),
-    });
+  it("the older server SDK's setUserPreferences and deleteUserPreferences", async () => {
+    notificationapi.init(t.account.clientId, t.account.clientSecret, { baseURL: `http://${host}` });
+    const set = await notificationapi.setUserPreferences('dee', [
+      { notificationId: 'comments', channel: 'EMAIL', delivery: 'off' },
+      { notificationId: 'comments', channel: 'INAPP_WEB', delivery: 'off', subNotificationId: 'post-1' },
+      { notificationId: 'comments', channel: 'INAPP_WEB', delivery: 'off', subNotificationId: 'post-2' },
+    ]);
     expect(set.status).toBe(200);
     const prefs = async () => (await t.app.inject({ method: 'GET', url: '/users/dee/preferences', headers: t.auth })).json<Preferences>().preferences;
     expect(await prefs()).toHaveLength(3);
 
-    // One sub-notification, with the server's credentials.
-    const one = await realFetch(`http://${host}/${t.account.clientId}/users/dee/preferences?notificationId=comments&subNotificationId=post-1`, { method: 'DELETE', headers: server });
-    expect(await one.json()).toEqual({ success: true, deleted: 1 });
-    // The type's, with the user's own credentials (clientId:userId:hash).
-    const own = basic(`${t.account.clientId}:dee:${userHash(t.account.clientSecret, 'dee')}`);
-    const all = await realFetch(`http://${host}/${t.account.clientId}/users/dee/preferences?notificationId=comments`, { method: 'DELETE', headers: own });
-    expect(await all.json()).toEqual({ success: true, deleted: 2 });
+    // One sub-notification's, then the type's: the SDK sends the user's Basic clientId:userId:hash.
+    expect((await notificationapi.deleteUserPreferences('dee', 'comments', 'post-1')).data).toEqual({ success: true, deleted: 1 });
+    expect((await notificationapi.deleteUserPreferences('dee', 'comments')).data).toEqual({ success: true, deleted: 2 });
     expect(await prefs()).toEqual([]);
+    // The same path with the server's own credentials works too.
+    const server = basic(`${t.account.clientId}:${t.account.clientSecret}`);
+    await notificationapi.setUserPreferences('dee', [{ notificationId: 'comments', channel: 'EMAIL', delivery: 'off' }]);
+    const byServer = await realFetch(`http://${host}/${t.account.clientId}/users/dee/preferences`, { method: 'DELETE', headers: server });
+    expect(await byServer.json()).toEqual({ success: true, deleted: 1 });
     // A wrong secret is neither the server nor the user.
     const wrong = await realFetch(`http://${host}/${t.account.clientId}/users/dee/preferences`, { method: 'DELETE', headers: basic(`${t.account.clientId}:not-the-secret`) });
     expect(wrong.status).toBe(401);

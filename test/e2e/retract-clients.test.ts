@@ -1,15 +1,13 @@
 // Sub-notifications and retract through the clients against the listening server, on both
 // engines, with the delivery workers:
-// - the older server SDK notificationapi-node-server-sdk is not installed here (not in
-//   node_modules), so its calls are made exactly as its source makes them (axios.request to
-//   `${baseURL}/${clientId}/${uri}`, Basic clientId:clientSecret, its User-Agent, the path ids not
-//   encoded): createSubNotification PUT notifications/{id}/subNotifications/{subId} {title},
-//   deleteSubNotification DELETE of the same, retract POST sender/retract, send POST sender;
+// - the older server SDK notificationapi-node-server-sdk (the real package, init with baseURL):
+//   createSubNotification, deleteSubNotification, retract and send;
 // - the published in-app client @notificationapi/core reads the preferences and notifications;
 // - a websocket connected as the in-app client is told of a retract, also from another process
 //   over LISTEN/NOTIFY on PostgreSQL.
 import { randomBytes } from 'node:crypto';
 import { NotificationAPIClientSDK } from '@notificationapi/core';
+import notificationapi from 'notificationapi-node-server-sdk';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
@@ -20,27 +18,6 @@ import { type ClientCall, routeClientFetch } from '../helpers/client-fetch.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
-
-/** The older server SDK's calls, as its `request` makes them. */
-function olderServerSdk(fetchFn: typeof fetch, baseURL: string, clientId: string, clientSecret: string) {
-  const request = (method: string, uri: string, data?: unknown) =>
-    fetchFn(`${baseURL}/${clientId}/${uri}`, {
-      method,
-      headers: {
-        Authorization: `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`,
-        'User-Agent': 'notificationapi-node-server-sdk/1.0.0',
-        ...(data !== undefined ? { 'Content-Type': 'application/json' } : {}),
-      },
-      ...(data !== undefined ? { body: JSON.stringify(data) } : {}),
-    });
-  return {
-    send: (body: Record<string, unknown>) => request('POST', 'sender', body),
-    retract: (body: { notificationId: string; userId: string; secondaryId?: string; subNotificationId?: string }) => request('POST', 'sender/retract', body),
-    createSubNotification: (p: { notificationId: string; subNotificationId: string; title: string }) =>
-      request('PUT', `notifications/${p.notificationId}/subNotifications/${p.subNotificationId}`, { title: p.title }),
-    deleteSubNotification: (p: { notificationId: string; subNotificationId: string }) => request('DELETE', `notifications/${p.notificationId}/subNotifications/${p.subNotificationId}`),
-  };
-}
 
 interface Pushed {
   route: string;
@@ -62,7 +39,7 @@ async function openSocket(url: string): Promise<{ messages: Pushed[]; close: () 
 describe.each(STORAGE_KINDS)('sub-notifications and retract through the clients (%s)', (kind) => {
   let t: TestContext;
   let host = '';
-  let sdk: ReturnType<typeof olderServerSdk>;
+  const sdk = notificationapi;
   let restoreFetch: () => void;
   const calls: ClientCall[] = [];
   const sockets: { close: () => void }[] = [];
@@ -73,8 +50,8 @@ describe.each(STORAGE_KINDS)('sub-notifications and retract through the clients 
   /** Sends through the older SDK and waits for its routing. */
   async function send(subNotificationId: string): Promise<{ trackingId: string; log: Record<string, unknown> }> {
     const res = await sdk.send({ notificationId: 'comments', user: { id: user, email: user }, subNotificationId, email: { subject: 'New comment', html: '<p>Hi</p>' }, inapp: { title: `On ${subNotificationId}` } });
-    expect(res.status).toBe(202);
-    const { trackingId } = (await res.json()) as { trackingId: string };
+    expect(res.status).toBe(200);
+    const { trackingId } = res.data as { trackingId: string };
     const log = await eventually(async () => {
       const record = (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json<{ logs: Record<string, unknown>[] }>().logs[0];
       return record?.inapp_delivered_at && record.email_routing ? record : undefined;
@@ -84,9 +61,8 @@ describe.each(STORAGE_KINDS)('sub-notifications and retract through the clients 
 
   beforeAll(async () => {
     t = await createTestContext(kind, { workers: true, config: kind === 'postgres' ? { databaseUrl: process.env.DATABASE_URL } : {} });
-    let realFetch: typeof fetch;
-    ({ host, realFetch, restore: restoreFetch } = await routeClientFetch(t.app, calls));
-    sdk = olderServerSdk(realFetch, `http://${host}`, t.account.clientId, t.account.clientSecret);
+    ({ host, restore: restoreFetch } = await routeClientFetch(t.app, calls));
+    sdk.init(t.account.clientId, t.account.clientSecret, { baseURL: `http://${host}` });
     const type = await t.app.inject({ method: 'POST', url: '/types', headers: t.auth, payload: { notificationId: 'comments', title: 'Comments', channels: ['EMAIL', 'INAPP_WEB'] } });
     expect(type.statusCode).toBe(200);
   });
@@ -108,7 +84,7 @@ describe.each(STORAGE_KINDS)('sub-notifications and retract through the clients 
 
     const deleted = await sdk.deleteSubNotification({ notificationId: 'comments', subNotificationId: 'post-9' });
     expect(deleted.status).toBe(200);
-    expect(await deleted.json()).toEqual({ success: true, deletedPreferences: 1 });
+    expect(deleted.data).toEqual({ success: true, deletedPreferences: 1 });
     const after = await client.getPreferences();
     expect(after.subNotifications).toEqual([]);
     expect(after.preferences).toEqual([]);
@@ -127,7 +103,7 @@ describe.each(STORAGE_KINDS)('sub-notifications and retract through the clients 
     const { trackingId } = await send('post-11');
     const res = await sdk.retract({ notificationId: 'comments', userId: user, secondaryId: 'post-11' });
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ trackingIds: [trackingId], inappNotifications: 1 });
+    expect(res.data).toMatchObject({ trackingIds: [trackingId], inappNotifications: 1 });
     await vi.waitFor(() => expect(socket.messages.filter((m) => m.route === 'inapp_web/retracted_notifications')).toEqual([{ route: 'inapp_web/retracted_notifications', payload: { trackingIds: [trackingId] } }]));
     const listed = (await client.getInAppNotifications({ before: new Date(Date.now() + 60_000).toISOString(), maxCountNeeded: 100 })).items.map((n: { id: string }) => n.id);
     expect(listed).not.toContain(trackingId);
@@ -135,7 +111,7 @@ describe.each(STORAGE_KINDS)('sub-notifications and retract through the clients 
 
     // All of the type: the rest go, and the socket hears of each.
     const all = await sdk.retract({ notificationId: 'comments', userId: user });
-    expect(((await all.json()) as { inappNotifications: number }).inappNotifications).toBe(before.length);
+    expect((all.data as { inappNotifications: number }).inappNotifications).toBe(before.length);
     await vi.waitFor(() => expect(socket.messages.filter((m) => m.route === 'inapp_web/retracted_notifications').flatMap((m) => m.payload.trackingIds).sort()).toEqual([trackingId, ...before].sort()));
     expect((await client.getInAppNotifications({ before: new Date(Date.now() + 60_000).toISOString(), maxCountNeeded: 100 })).items).toEqual([]);
   });

@@ -16,3 +16,16 @@ export function expectErrorBody(res: { statusCode: number; json(): unknown }, st
   expect(body.error.message).toMatch(message);
   return body;
 }
+
+/**
+ * The status and Error body of an SDK call that must fail (the generated clients throw a
+ * ResponseError holding the fetch Response); fails the test when the call succeeds.
+ */
+export async function sdkRefusal(call: Promise<unknown>): Promise<{ status: number; body: ErrorBodyOf }> {
+  const err = await call.then(
+    () => expect.fail('the call succeeded'),
+    (e: unknown) => e as Error & { response?: Response },
+  );
+  if (!err.response) throw err;
+  return { status: err.response.status, body: (await err.response.json()) as ErrorBodyOf };
+}

@@ -1,4 +1,5 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -17,6 +18,29 @@ export function spawnScript(file: string, args: string[], env: NodeJS.ProcessEnv
     env: { ...process.env, LOG_LEVEL: 'warn', CLARION_INBOUND_SMTP_PORT: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+}
+
+/**
+ * Runs the built CLI (`node dist/main.js <args>`), as `npm start` does; builds first when dist is
+ * missing or older than a source file (CI's `npm ci` has built it already through `prepare`).
+ */
+export function spawnBuiltCli(args: string[], env: NodeJS.ProcessEnv): ChildProcess {
+  const main = path.join(ROOT, 'dist/main.js');
+  if (!fs.existsSync(main) || fs.statSync(main).mtimeMs < newestSourceChange()) {
+    const build = spawnSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, encoding: 'utf8' });
+    if (build.status !== 0) throw new Error(`npm run build failed: ${build.stdout}${build.stderr}`);
+  }
+  return spawn(process.execPath, [main, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'warn', CLARION_INBOUND_SMTP_PORT: 'off', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+function newestSourceChange(): number {
+  const src = path.join(ROOT, 'src');
+  const files = fs.readdirSync(src, { recursive: true, encoding: 'utf8' }).map((f) => path.join(src, f));
+  return Math.max(...[...files, path.join(ROOT, 'tsconfig.build.json')].map((f) => fs.statSync(f).mtimeMs));
 }
 
 export async function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -1,5 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { type PeerAuthorization, slackOauthPeer } from './slack-oauth-peer.js';
+
+export type { PeerAuthorization } from './slack-oauth-peer.js';
 
 /**
  * A local Slack Web API: POST /api/<method> with form-urlencoded or JSON bodies, bearer tokens
@@ -13,6 +16,9 @@ export interface PeerChannel {
   name: string;
   /** The bot is not a member: chat.postMessage answers not_in_channel. */
   notMember?: boolean;
+  isPrivate?: boolean;
+  /** Left out of conversations.list with exclude_archived. */
+  archived?: boolean;
 }
 
 export interface PeerUser {
@@ -44,7 +50,12 @@ export interface SlackPeerOptions {
   /** Largest users.list page, whatever `limit` asks, so lookups paginate. */
   maxPageSize?: number;
   team?: { id: string; name: string };
+  /** Slack apps that may install (OAuth v2): their client id and secret. */
+  apps?: { clientId: string; clientSecret: string }[];
+  /** The Slack user who approves installs (authed_user.id); default the first user. */
+  installer?: string;
 }
+
 
 export interface SlackPeer {
   /** Base URL for `slackApiUrl`, ending in /api/. */
@@ -56,6 +67,12 @@ export interface SlackPeer {
   /** Messages posted, by conversation id. */
   posted: { channel: string; ts: string; args: Record<string, unknown>; token?: string }[];
   waitForPosts(count: number, timeoutMs?: number): Promise<SlackPeer['posted']>;
+  /** Visits of GET /oauth/v2/authorize (the installing user approves at once, unless denyNextInstall). */
+  authorizations: PeerAuthorization[];
+  /** The next authorize visit is cancelled by the user: redirect with error=access_denied. */
+  denyNextInstall(): void;
+  /** Answers of oauth.v2.access that succeeded (their bot tokens work on this peer from then on). */
+  installs: Record<string, unknown>[];
   reset(): void;
   close(): Promise<void>;
 }
@@ -72,12 +89,23 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
   const dms = new Map<string, string>();
   let seq = 0;
   const waiters = new Set<() => void>();
+  // Installs (OAuth v2): the tokens they issue work on this peer from then on.
+  const oauth = slackOauthPeer({ apps: options.apps ?? [], team, installer: options.installer ?? users[0]?.id ?? 'UINSTALLER', grant: (token) => tokens.add(token) });
 
   const dmOf = (userId: string) => {
     let id = dms.get(userId);
     if (!id) dms.set(userId, (id = `D${userId.slice(1)}X`));
     return id;
   };
+
+  /** A page of `items` from the cursor and limit of `args`, at most maxPage long; next is '' on the last. */
+  const paged = <T>(items: T[], args: Record<string, unknown>): { page: T[]; next: string } => {
+    const start = args.cursor ? Number(Buffer.from(argText(args.cursor), 'base64url').toString('utf8').replace('offset:', '')) : 0;
+    const size = Math.min(Number(args.limit ?? 1000) || 1000, maxPage);
+    const next = start + size < items.length ? Buffer.from(`offset:${start + size}`).toString('base64url') : '';
+    return { page: items.slice(start, start + size), next };
+  };
+  const member = (u: PeerUser) => ({ id: u.id, team_id: team.id, name: u.name, deleted: !!u.deleted, profile: { display_name: u.display_name ?? '', display_name_normalized: u.display_name ?? '' } });
 
   /** An argument as text: form bodies carry strings; a JSON body may carry other values. */
   const argText = (value: unknown): string => (typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value));
@@ -122,14 +150,22 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
         return { body: { ok: true, channel: { id: dmOf(user.id) } } };
       }
       case 'users.list': {
-        const start = args.cursor ? Number(Buffer.from(argText(args.cursor), 'base64url').toString('utf8').replace('offset:', '')) : 0;
-        const size = Math.min(Number(args.limit ?? 1000) || 1000, maxPage);
-        const page = users.slice(start, start + size);
-        const next = start + size < users.length ? Buffer.from(`offset:${start + size}`).toString('base64url') : '';
+        const { page, next } = paged(users, args);
+        return { body: { ok: true, members: page.map(member), response_metadata: { next_cursor: next } } };
+      }
+      case 'users.info': {
+        const user = users.find((u) => u.id === argText(args.user));
+        return { body: user ? { ok: true, user: member(user) } : { ok: false, error: 'user_not_found' } };
+      }
+      case 'conversations.list': {
+        const types = argText(args.types || 'public_channel').split(',');
+        const excludeArchived = args.exclude_archived === true || args.exclude_archived === 'true';
+        const listed = channels.filter((c) => types.includes(c.isPrivate ? 'private_channel' : 'public_channel') && !(excludeArchived && c.archived));
+        const { page, next } = paged(listed, args);
         return {
           body: {
             ok: true,
-            members: page.map((u) => ({ id: u.id, team_id: team.id, name: u.name, deleted: !!u.deleted, profile: { display_name: u.display_name ?? '', display_name_normalized: u.display_name ?? '' } })),
+            channels: page.map((c) => ({ id: c.id, name: c.name, is_channel: true, is_private: !!c.isPrivate, is_archived: !!c.archived, is_member: !c.notMember, context_team_id: team.id })),
             response_metadata: { next_cursor: next },
           },
         };
@@ -149,6 +185,7 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
         res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
         res.end(JSON.stringify(body));
       };
+      if (req.method === 'GET' && req.url?.startsWith('/oauth/v2/authorize')) return oauth.authorize(new URL(req.url, 'http://peer'), res);
       const match = /^\/api\/([\w.]+)$/.exec(req.url?.split('?')[0] ?? '');
       if (req.method !== 'POST' || !match) return send(404, { ok: false, error: 'unknown_method' });
       let args: Record<string, unknown>;
@@ -162,8 +199,12 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
       const header = /^Bearer (.+)$/.exec(String(req.headers.authorization ?? ''))?.[1];
       const bodyToken = typeof args.token === 'string' ? args.token : undefined;
       const token = header ?? bodyToken;
-      const { token: _dropped, ...recorded } = args;
+      const { token: _dropped, client_secret: _secret, ...recorded } = args;
       const method = match[1];
+      if (method === 'oauth.v2.access') {
+        calls.push({ method, contentType, args: recorded, at: Date.now() });
+        return send(200, oauth.access(args, req.headers.authorization));
+      }
       calls.push({ method, token, tokenIn: header ? 'header' : bodyToken ? 'body' : undefined, contentType, args: recorded, at: Date.now() });
       if (!token) return send(200, { ok: false, error: 'not_authed' });
       if (!tokens.has(token)) return send(200, { ok: false, error: 'invalid_auth' });
@@ -182,6 +223,9 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
     url: `http://127.0.0.1:${port}/api/`,
     calls,
     posted,
+    authorizations: oauth.authorizations,
+    installs: oauth.installs,
+    denyNextInstall: oauth.denyNext,
     callsOf: (method) => calls.filter((c) => c.method === method),
     fail(method, fault, times = 1) {
       const list = faults.get(method) ?? [];

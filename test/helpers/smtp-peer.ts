@@ -19,6 +19,8 @@ export interface SmtpPeerOptions {
   auth?: { user: string; pass: string };
   /** Answer the DATA phase with this code instead of accepting. */
   rejectData?: 552 | 554 | 451;
+  /** With rejectData: refuse only this many messages, then accept (a server that is briefly unavailable). */
+  rejectDataTimes?: number;
 }
 
 export interface SmtpPeer {
@@ -29,6 +31,8 @@ export interface SmtpPeer {
   /** Connections opened so far. */
   connections: number;
   options: SmtpPeerOptions;
+  /** Connection errors smtp-server reported (resets inside a mail transaction). */
+  socketErrors: Error[];
   /** Resolves once `count` messages have arrived. */
   waitFor(count: number): Promise<ReceivedMail[]>;
   /** Ends every open connection from the server's side (as a server's idle timeout does); keeps listening. */
@@ -56,7 +60,7 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
   const messages: ReceivedMail[] = [];
   const waiters: { count: number; resolve: (m: ReceivedMail[]) => void }[] = [];
   const sockets = new Set<{ destroy(): void }>();
-  const state = { connections: 0 };
+  const state = { connections: 0, dataRejected: 0 };
 
   const server = new SMTPServer({
     logger: false,
@@ -86,7 +90,11 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
-        if (peer.options.rejectData) return callback(smtpError(peer.options.rejectData));
+        const { rejectData, rejectDataTimes } = peer.options;
+        if (rejectData && (rejectDataTimes === undefined || state.dataRejected < rejectDataTimes)) {
+          state.dataRejected++;
+          return callback(smtpError(rejectData));
+        }
         const raw = Buffer.concat(chunks);
         simpleParser(raw)
           .then((parsed) => {
@@ -117,8 +125,13 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
     socket.on('close', () => sockets.delete(socket));
   });
 
+  // smtp-server reports a reset inside a mail transaction as an 'error' on the server; a killed
+  // sender resets every pooled connection at once. Without a lasting listener the EventEmitter
+  // throws them as uncaught exceptions (a one-shot listener took only the first).
+  const socketErrors: Error[] = [];
+  server.on('error', (err: Error) => socketErrors.push(err));
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
   });
   const port = (server.server.address() as AddressInfo).port;
@@ -132,6 +145,7 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
       return state.connections;
     },
     options,
+    socketErrors,
     waitFor(count) {
       if (messages.length >= count) return Promise.resolve(messages.slice());
       return new Promise((resolve) => waiters.push({ count, resolve }));

@@ -6,9 +6,19 @@ import type { AddressInfo } from 'node:net';
 export interface PeerRequest {
   method: string;
   path: string;
-  resource: 'Messages' | 'Calls' | 'IncomingPhoneNumbers' | 'other';
+  resource: 'Messages' | 'Calls' | 'IncomingPhoneNumbers' | 'AvailablePhoneNumbers' | 'other';
   params: Record<string, string | string[]>;
   authorized: boolean;
+}
+
+/** An AvailablePhoneNumber resource as Twilio answers it. */
+export interface AvailableNumber {
+  phone_number: string;
+  friendly_name: string;
+  locality: string | null;
+  region: string | null;
+  iso_country: string;
+  capabilities: { sms: boolean; mms: boolean; voice: boolean };
 }
 
 export interface PeerFailure {
@@ -24,8 +34,10 @@ export interface TwilioPeer {
   requests: PeerRequest[];
   /** Created messages and calls by sid (their resources, as the peer answers GET). */
   resources: Map<string, Record<string, unknown>>;
-  /** Numbers IncomingPhoneNumbers.json lists. */
+  /** Numbers IncomingPhoneNumbers.json lists (each with sid `PN<digits>`); DELETE IncomingPhoneNumbers/{sid}.json removes one. */
   ownedNumbers: Set<string>;
+  /** Twilio's stock, as AvailablePhoneNumbers/{CountryCode}/Local.json searches it (a country without stock is a 404). */
+  stock: AvailableNumber[];
   /** The next POSTs to Messages/Calls answer these, in order (then success again). */
   failNext(...failures: PeerFailure[]): void;
   /** Waits until `n` Messages/Calls POSTs were accepted. */
@@ -52,6 +64,7 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
   const requests: PeerRequest[] = [];
   const resources = new Map<string, Record<string, unknown>>();
   const ownedNumbers = new Set<string>();
+  const stock: AvailableNumber[] = [];
   const failures: PeerFailure[] = [];
   const created: PeerRequest[] = [];
   const waiters: (() => void)[] = [];
@@ -64,10 +77,11 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
       const url = new URL(req.url ?? '/', 'http://peer');
       const expected = `Basic ${Buffer.from(`${accountSid}:${authToken}`).toString('base64')}`;
       const match = /^\/2010-04-01\/Accounts\/([^/]+)\/(Messages|Calls|IncomingPhoneNumbers)(?:\/([^/]+))?\.json$/.exec(url.pathname);
+      const search = /^\/2010-04-01\/Accounts\/([^/]+)\/AvailablePhoneNumbers\/([A-Z]{2})\/Local\.json$/.exec(url.pathname);
       const entry: PeerRequest = {
         method: req.method ?? '',
         path: url.pathname + url.search,
-        resource: (match?.[2] as PeerRequest['resource']) ?? 'other',
+        resource: search ? 'AvailablePhoneNumbers' : ((match?.[2] as PeerRequest['resource']) ?? 'other'),
         params: req.method === 'POST' ? parseForm(raw) : Object.fromEntries(url.searchParams),
         authorized: req.headers.authorization === expected,
       };
@@ -78,11 +92,22 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
       };
       const error = (status: number, code: number, message: string) => send(status, { code, message, more_info: `https://www.twilio.com/docs/errors/${code}`, status });
       if (!entry.authorized) return error(401, 20003, 'Authenticate');
+      if (search && search[1] === accountSid && req.method === 'GET') {
+        if (!stock.some((n) => n.iso_country === search[2])) return error(404, 20404, `The requested resource ${url.pathname} was not found`);
+        return send(200, availablePage(url, search[2]));
+      }
       if (!match || match[1] !== accountSid) return error(404, 20404, 'The requested resource was not found');
       const [, , resource, sid] = match;
       if (req.method === 'GET' && resource === 'IncomingPhoneNumbers') {
         const wanted = url.searchParams.get('PhoneNumber');
         return send(200, { incoming_phone_numbers: [...ownedNumbers].filter((n) => !wanted || n === wanted).map((n) => ({ phone_number: n, sid: `PN${n.slice(1)}` })) });
+      }
+      if (req.method === 'DELETE' && resource === 'IncomingPhoneNumbers' && sid) {
+        const number = [...ownedNumbers].find((n) => `PN${n.slice(1)}` === sid);
+        if (!number) return error(404, 20404, `The requested resource ${url.pathname} was not found`);
+        ownedNumbers.delete(number);
+        res.writeHead(204);
+        return res.end();
       }
       if (req.method === 'GET' && sid) {
         const found = resources.get(sid);
@@ -104,6 +129,25 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
       return send(201, body);
     });
   });
+  /**
+   * A page of AvailablePhoneNumbers as Twilio answers one: the stock of the country filtered by
+   * AreaCode and the *Enabled capabilities, PageSize long (default 50).
+   */
+  function availablePage(url: URL, country: string): Record<string, unknown> {
+    const q = url.searchParams;
+    const size = Number(q.get('PageSize') ?? 50);
+    const wanted = (flag: string) => q.get(flag) === 'true';
+    const numbers = stock.filter(
+      (n) =>
+        n.iso_country === country &&
+        (!q.get('AreaCode') || n.phone_number.startsWith(`+1${q.get('AreaCode')}`)) &&
+        (!wanted('SmsEnabled') || n.capabilities.sms) &&
+        (!wanted('MmsEnabled') || n.capabilities.mms) &&
+        (!wanted('VoiceEnabled') || n.capabilities.voice),
+    );
+    return { available_phone_numbers: numbers.slice(0, size), uri: url.pathname + url.search, end: Math.min(size, numbers.length) - 1, page: 0, page_size: size, start: 0 };
+  }
+
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
 
@@ -114,6 +158,7 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
     requests,
     resources,
     ownedNumbers,
+    stock,
     failNext: (...f) => failures.push(...f),
     async waitForCreated(n, timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;

@@ -47,10 +47,13 @@ describe.each(STORAGE_KINDS)('API keys (%s)', (kind) => {
     expect(foreign.statusCode).toBe(404);
   });
 
-  it('refuses public keys and missing names', async () => {
-    const pub = await t.app.inject({ method: 'POST', url: '/keys', headers: t.auth, payload: { name: 'p', keyType: 'public' } });
-    expect(pub.statusCode).toBe(400);
-    expect(pub.json().error.code).toBe('VALIDATION_FAILED');
+  it('refuses unknown key types, public keys of account scope, and missing names', async () => {
+    const unknown = await t.app.inject({ method: 'POST', url: '/keys', headers: t.auth, payload: { name: 'p', keyType: 'restricted' } });
+    expect(unknown.statusCode).toBe(400);
+    expect(unknown.json().error.code).toBe('VALIDATION_FAILED');
+    const accountPublic = await t.app.inject({ method: 'POST', url: '/keys', headers: t.auth, payload: { name: 'p', keyType: 'public', scope: 'account' } });
+    expect(accountPublic.statusCode).toBe(400);
+    expect(accountPublic.json().error.message).toMatch(/public key cannot have account scope/);
     const noName = await t.app.inject({ method: 'POST', url: '/keys', headers: t.auth, payload: {} });
     expect(noName.statusCode).toBe(400);
   });

@@ -34,7 +34,9 @@ interface Identity {
   expect(permission: Permission): Outcome;
 }
 
-const SERVER_PERMISSIONS: Permission[] = ['environment', 'account-read', 'account'];
+const SERVER_PERMISSIONS: Permission[] = ['browser', 'environment', 'account-read', 'account'];
+/** Permissions that act inside one environment (a JWT must name it). */
+const IN_ENVIRONMENT = (p: Permission) => p === 'environment' || p === 'browser';
 
 describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind) => {
   let t: TestContext;
@@ -85,6 +87,8 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
     const k1 = await ok(call(acct, 'POST', '/keys', { name: 'E1 only', environmentId: e1 }));
     const k2 = await ok(call(acct, 'POST', '/keys', { name: 'E2 only', environmentId: e2.clientId }));
     expect([k1.scope, k2.scope]).toEqual(['environment', 'environment']);
+    const p1 = await ok(call(acct, 'POST', '/keys', { name: 'E1 web page', keyType: 'public', environmentId: e1 }));
+    const p2 = await ok(call(acct, 'POST', '/keys', { name: 'E2 web page', keyType: 'public', environmentId: e2.clientId }));
     const b = await t.newAccount('Stranger');
     const basic = (clientId: string, secret: string) => `Basic ${Buffer.from(`${clientId}:${secret}`).toString('base64')}`;
     const jwt = async (accountId: string) => `Bearer ${await signAccountToken(t.deps.secrets, { accountId, subject: 'ops' }, 3600, t.deps.clock.now())}`;
@@ -109,7 +113,10 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
       { name: 'E1 environment key', authorization: `Bearer ${k1.key}`, envId: e1, entitled: true, expect: (p) => (p === 'account' ? 'forbidden' : 'allowed') },
       { name: 'E1 Basic', authorization: basic(e1, t.account.clientSecret), envId: e1, entitled: true, expect: (p) => (p === 'account' ? 'forbidden' : 'allowed') },
       { name: 'JWT of A with envId', authorization: await jwt(t.account.accountId), envId: e1, entitled: true, expect: always('allowed') },
-      { name: 'JWT of A without envId', authorization: await jwt(t.account.accountId), entitled: true, expect: (p) => (p === 'environment' ? 'environment-required' : 'allowed') },
+      { name: 'JWT of A without envId', authorization: await jwt(t.account.accountId), entitled: true, expect: (p) => (IN_ENVIRONMENT(p) ? 'environment-required' : 'allowed') },
+      // A public key reads what a web page may (permission browser) and is refused everything else.
+      { name: 'E1 public key', authorization: `Bearer ${p1.key}`, envId: e1, entitled: true, expect: (p) => (p === 'browser' ? 'allowed' : 'forbidden') },
+      { name: 'E2 public key naming E1', authorization: `Bearer ${p2.key}`, envId: e1, entitled: false, expect: always('forbidden') },
       { name: 'E2 environment key naming E1', authorization: `Bearer ${k2.key}`, envId: e1, entitled: false, expect: always('forbidden') },
       { name: 'E2 Basic naming E1', authorization: basic(e2.clientId, e2.clientSecret), envId: e1, entitled: false, expect: always('forbidden') },
       { name: 'E2 environment key', authorization: `Bearer ${k2.key}`, entitled: false, expect: (p) => (p === 'account' ? 'forbidden' : 'elsewhere') },
@@ -119,7 +126,7 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
       { name: 'JWT of B naming E1', authorization: await jwt(b.accountId), envId: e1, entitled: false, expect: always('unauthorized') },
       { name: 'key of B', authorization: `Bearer ${b.apiKey}`, entitled: false, expect: always('elsewhere') },
       { name: 'Basic of B', authorization: basic(b.clientId, b.clientSecret), entitled: false, expect: (p) => (p === 'account' ? 'forbidden' : 'elsewhere') },
-      { name: 'JWT of B', authorization: await jwt(b.accountId), entitled: false, expect: (p) => (p === 'environment' ? 'environment-required' : 'elsewhere') },
+      { name: 'JWT of B', authorization: await jwt(b.accountId), entitled: false, expect: (p) => (IN_ENVIRONMENT(p) ? 'environment-required' : 'elsewhere') },
     ];
   });
   afterAll(() => t.close());
@@ -177,7 +184,7 @@ describe.each(STORAGE_KINDS)('permission matrix on every operation (%s)', (kind)
    * `/{clientId}/sender` names its environment (E1) in the path as ?envId= does: an identity
    * without envId would be its twin that names E1, which the walk calls already.
    */
-  const namesEnvironmentInPath = (op: Operation) => op.permission === 'environment' && op.path.startsWith('/{clientId}/');
+  const namesEnvironmentInPath = (op: Operation) => IN_ENVIRONMENT(op.permission) && op.path.startsWith('/{clientId}/');
 
   const BODIES: Record<string, unknown> = {
     'PATCH /environments/{clientId}': { title: 'pwned', secureMode: true, resetSecret: true, disableSending: ['EMAIL'] },

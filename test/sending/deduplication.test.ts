@@ -1,5 +1,5 @@
 // Deduplication of a notification type on both engines, with the delivery workers: a send with
-// the same type, user and content inside the window is accepted (202, its own trackingId) and
+// the same type, user and content inside the window is accepted (2xx, its own trackingId) and
 // skipped DEDUPLICATED (the log says ignored: DEDUPLICATION); 100 identical sends at once make
 // exactly one delivery; the window ends on the injected clock; the same Idempotency-Key answers
 // the first send's trackingId; a throttled send does not hold the window.

@@ -30,7 +30,7 @@ describe.each(STORAGE_KINDS)('in-app delivered with the message (%s)', (kind) =>
       headers: t.auth,
       payload: { type: 'inline_inapp', to: { id: 'inline-user' }, parameters: { n: 3 }, inapp: { title: 'You have {{ n }} new' } },
     });
-    expect(res.statusCode).toBe(202);
+    expect(res.statusCode).toBe(200);
     const trackingId = res.json().trackingId as string;
     const log = await eventually(async () => {
       const l = (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs[0];

@@ -27,7 +27,7 @@ describe.each(STORAGE_KINDS)('send intake under concurrency (%s)', (kind) => {
   it('answers one trackingId to concurrent sends with the same Idempotency-Key, and stores one message', async () => {
     const body = { type: 'intake_idem', to: { id: 'idem-user' }, inapp: { title: 'once' } };
     const answers = await Promise.all(Array.from({ length: 20 }, () => send(body, { 'idempotency-key': 'same-key' })));
-    expect(answers.map((a) => a.statusCode)).toEqual(Array(20).fill(202));
+    expect(answers.map((a) => a.statusCode)).toEqual(Array(20).fill(200));
     const ids = new Set(answers.map((a) => a.json().trackingId));
     expect(ids.size).toBe(1);
     expect(await count('messages', { notification_id: 'intake_idem' })).toBe(1);
@@ -41,7 +41,7 @@ describe.each(STORAGE_KINDS)('send intake under concurrency (%s)', (kind) => {
       Array.from({ length: 12 }, (_, i) => send({ type: 'intake_cap', to: { id: `cap-${i}` }, inapp: { title: 'x' } }, {}, auth)),
     );
     const statuses = answers.map((a) => a.statusCode).sort();
-    expect(statuses.filter((s) => s === 202)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(5);
     expect(statuses.filter((s) => s === 402)).toHaveLength(7);
     for (const over of answers.filter((a) => a.statusCode === 402)) expect(over.json().error.code).toBe('USAGE_LIMIT_EXCEEDED');
     expect(await count('messages', { account_id: capped.accountId })).toBe(5);
@@ -59,7 +59,7 @@ describe.each(STORAGE_KINDS)('send intake under concurrency (%s)', (kind) => {
       send({ type: 'intake_mixed', to: { id: 'full-user', properties: { extra: 'x'.repeat(200) } }, inapp: { title: 'b' } }),
       send({ type: 'intake_mixed', to: { id: 'ok-2' }, inapp: { title: 'c' } }),
     ]);
-    expect(answers.map((a) => a.statusCode)).toEqual([202, 400, 202]);
+    expect(answers.map((a) => a.statusCode)).toEqual([200, 400, 200]);
     expect(answers[1].json().error.code).toBe('PROPERTY_LIMIT_EXCEEDED');
     expect(await count('messages', { notification_id: 'intake_mixed' })).toBe(2);
     expect((await user('full-user')).properties).toEqual(properties);
@@ -69,17 +69,17 @@ describe.each(STORAGE_KINDS)('send intake under concurrency (%s)', (kind) => {
     const answers = await Promise.all(
       Array.from({ length: 10 }, () => send({ type: 'intake_user', to: { id: 'fresh', email: 'fresh@example.com' }, inapp: { title: 'x' } })),
     );
-    expect(answers.map((a) => a.statusCode)).toEqual(Array(10).fill(202));
+    expect(answers.map((a) => a.statusCode)).toEqual(Array(10).fill(200));
     expect(await count('users', { id: 'fresh' })).toBe(1);
     const first = await user('fresh');
     expect(first.email).toBe('fresh@example.com');
 
     clock.advance(1000);
-    expect((await send({ type: 'intake_user', to: { id: 'fresh', email: 'fresh@example.com' }, inapp: { title: 'x' } })).statusCode).toBe(202);
+    expect((await send({ type: 'intake_user', to: { id: 'fresh', email: 'fresh@example.com' }, inapp: { title: 'x' } })).statusCode).toBe(200);
     expect((await user('fresh')).updatedAt).toBe(first.updatedAt);
 
     clock.advance(1000);
-    expect((await send({ type: 'intake_user', to: { id: 'fresh', number: '+14155550123' }, inapp: { title: 'x' } })).statusCode).toBe(202);
+    expect((await send({ type: 'intake_user', to: { id: 'fresh', number: '+14155550123' }, inapp: { title: 'x' } })).statusCode).toBe(200);
     const changed = await user('fresh');
     expect(changed).toMatchObject({ email: 'fresh@example.com', number: '+14155550123', lastSeenTime: first.lastSeenTime });
     expect(changed.updatedAt > first.updatedAt).toBe(true);

@@ -56,7 +56,7 @@ describe.each(STORAGE_KINDS)('send: mobile push over APNs end to end (%s)', (kin
       mobile_push: { title: 'Order {{ order }} shipped', message: 'Order #{{ order }} is on its way' },
       options: { apn: { badge: 1, sound: 'default', threadId: 'orders', collapseId: 'order-42', expiry: 600 }, push: { customData: { orderId: '42' } } },
     });
-    expect(res.statusCode).toBe(202);
+    expect(res.statusCode).toBe(200);
     const { trackingId } = res.json();
     const record = await settled(trackingId, 'mobile_push_sent_at');
     expect(record).toMatchObject({ mobile_push_routing: 'SEND', mobile_push_preview: 'Order 42 shipped' });

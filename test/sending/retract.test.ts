@@ -34,7 +34,7 @@ describe.each(STORAGE_KINDS)('retract (%s)', (kind) => {
       headers: server,
       payload: { notificationId: 'comments', user: { id: user, email: `${user}@example.com` }, email: { subject: 'New comment', html: '<p>Hi</p>' }, inapp: { title: 'New comment' }, ...extra },
     });
-    expect(res.statusCode, res.body).toBe(202);
+    expect(res.statusCode, res.body).toBe(200);
     const { trackingId } = res.json<{ trackingId: string }>();
     if (extra.schedule) return trackingId;
     if (kind === 'sqlite') {

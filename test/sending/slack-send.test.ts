@@ -58,7 +58,7 @@ describe.each(STORAGE_KINDS)('send: Slack end to end through POST /send (%s)', (
         metadata,
       },
     });
-    expect(res.statusCode).toBe(202);
+    expect(res.statusCode).toBe(200);
     const { trackingId } = res.json();
     const [post] = await peer.waitForPosts(1);
     expect(post.token).toBe(WORKSPACE_TOKEN);

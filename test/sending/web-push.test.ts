@@ -39,7 +39,7 @@ describe.each(STORAGE_KINDS)('send: web push end to end (%s)', (kind) => {
       parameters: { order: 42 },
       web_push: { title: 'Order {{ order }} shipped', message: 'On its way', icon: 'https://cdn.example.com/i.png', url: 'https://shop.example.com/o/{{ order }}' },
     });
-    expect(res.statusCode).toBe(202);
+    expect(res.statusCode).toBe(200);
     const { trackingId } = res.json();
     const record = await settled(trackingId, 'web_push_sent_at');
     expect(record).toMatchObject({ web_push_routing: 'SEND', web_push_preview: 'Order 42 shipped', web_push_sent_token: browser.sub.endpoint });

@@ -39,7 +39,19 @@ export class SlackClients {
       this.clients.set(token, client);
       return client;
     }
-    client = new WebClient(token, {
+    client = this.build(token);
+    this.clients.set(token, client);
+    if (this.clients.size > MAX_CLIENTS) this.clients.delete(this.clients.keys().next().value as string);
+    return client;
+  }
+
+  /** A client without a token: for the methods an app calls with its own credentials (oauth.v2.access). */
+  withoutToken(): WebClient {
+    return this.build(undefined);
+  }
+
+  private build(token: string | undefined): WebClient {
+    return new WebClient(token, {
       slackApiUrl: this.options.apiUrl,
       retryConfig: { retries: 0 },
       rejectRateLimitedCalls: true,
@@ -47,9 +59,6 @@ export class SlackClients {
       allowAbsoluteUrls: false,
       logger: this.slackLogger,
     });
-    this.clients.set(token, client);
-    if (this.clients.size > MAX_CLIENTS) this.clients.delete(this.clients.keys().next().value as string);
-    return client;
   }
 }
 

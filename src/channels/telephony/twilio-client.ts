@@ -33,6 +33,34 @@ export interface TwilioCall {
   price_unit?: string | null;
 }
 
+/** The fields of Twilio's IncomingPhoneNumber resource that Clarion reads. */
+export interface TwilioIncomingNumber {
+  sid: string;
+  phone_number: string;
+}
+
+/**
+ * An AvailablePhoneNumber resource (Local, in Clarion's searches). Twilio's documents name the
+ * capabilities `sms`/`mms`/`voice`, and its answers have also spelt them `SMS`/`MMS`: read either.
+ */
+export interface TwilioAvailableNumber {
+  phone_number: string;
+  friendly_name?: string;
+  locality?: string | null;
+  region?: string | null;
+  iso_country?: string;
+  capabilities?: Record<string, boolean | undefined>;
+}
+
+export interface AvailableNumbersQuery {
+  /** ISO 3166-1 alpha-2. */
+  countryCode: string;
+  areaCode?: string;
+  /** Only numbers with each of these capabilities. */
+  capabilities: ('sms' | 'mms' | 'voice')[];
+  pageSize: number;
+}
+
 export interface SendSmsRequest {
   to: string;
   from: string;
@@ -102,14 +130,34 @@ export class TwilioClient {
 
   /** Whether this Twilio account has the number among its IncomingPhoneNumbers. */
   async ownsNumber(phoneNumber: string): Promise<boolean> {
-    const page = await this.call<{ incoming_phone_numbers?: { phone_number: string }[] }>(
-      'GET',
-      `IncomingPhoneNumbers.json?PhoneNumber=${encodeURIComponent(phoneNumber)}`,
-    );
-    return (page.incoming_phone_numbers ?? []).some((n) => n.phone_number === phoneNumber);
+    return (await this.findIncomingNumber(phoneNumber)) !== undefined;
   }
 
-  private async call<T>(method: 'GET' | 'POST', resource: string, form?: Form): Promise<T> {
+  /** The number among this Twilio account's IncomingPhoneNumbers, with its sid (PN...). */
+  async findIncomingNumber(phoneNumber: string): Promise<TwilioIncomingNumber | undefined> {
+    const page = await this.call<{ incoming_phone_numbers?: TwilioIncomingNumber[] }>('GET', `IncomingPhoneNumbers.json?PhoneNumber=${encodeURIComponent(phoneNumber)}`);
+    return (page.incoming_phone_numbers ?? []).find((n) => n.phone_number === phoneNumber);
+  }
+
+  /** Gives a number back to Twilio (DELETE IncomingPhoneNumbers/{sid}): it stops ringing and billing there. */
+  async releaseIncomingNumber(sid: string): Promise<void> {
+    await this.call<undefined>('DELETE', `IncomingPhoneNumbers/${encodeURIComponent(sid)}.json`);
+  }
+
+  /** Local numbers Twilio has in stock (AvailablePhoneNumbers/{CountryCode}/Local). */
+  async searchAvailableNumbers(query: AvailableNumbersQuery): Promise<TwilioAvailableNumber[]> {
+    const params = new URLSearchParams({ PageSize: String(query.pageSize) });
+    if (query.areaCode) params.set('AreaCode', query.areaCode);
+    const flags = { sms: 'SmsEnabled', mms: 'MmsEnabled', voice: 'VoiceEnabled' } as const;
+    for (const capability of query.capabilities) params.set(flags[capability], 'true');
+    const page = await this.call<{ available_phone_numbers?: TwilioAvailableNumber[] }>(
+      'GET',
+      `AvailablePhoneNumbers/${encodeURIComponent(query.countryCode)}/Local.json?${params.toString()}`,
+    );
+    return page.available_phone_numbers ?? [];
+  }
+
+  private async call<T>(method: 'GET' | 'POST' | 'DELETE', resource: string, form?: Form): Promise<T> {
     const url = `${this.endpoint.baseUrl}/2010-04-01/Accounts/${encodeURIComponent(this.endpoint.accountSid)}/${resource}`;
     const auth = Buffer.from(`${this.endpoint.accountSid}:${this.endpoint.authToken}`).toString('base64');
     let res: Response;
@@ -136,6 +184,8 @@ export class TwilioClient {
       json = undefined;
     }
     if (!res.ok) throw deliveryErrorFromResponse(res.status, json as TwilioErrorBody | undefined, res.headers.get('retry-after'));
+    // A deleted resource is answered 204 without a body.
+    if (method === 'DELETE') return undefined as T;
     if (!json || typeof json !== 'object') {
       throw new DeliveryError('PROVIDER_BAD_RESPONSE', `Twilio answered ${res.status} without a JSON resource`, { retryable: true });
     }

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox';
+import { type TProperties, Type } from '@sinclair/typebox';
 import { DEV_CARRIER_PREFIX } from '../../channels/telephony/endpoint.js';
 import { acceptFormBodies, formOf } from '../../http/form-body.js';
 import { withErrors } from '../../http/schemas.js';
@@ -24,6 +24,13 @@ const CarrierMessageSchema = Type.Object({
   updatedAt: Type.String(),
 });
 
+// Open objects: these routes answer Twilio's JSON, and the API's Error body when Fastify refuses a request.
+const TwilioResourceSchema = Type.Object({ sid: Type.Optional(Type.String()), status: Type.Optional(Type.String()) }, { additionalProperties: true, description: "Twilio's Message or Call resource" });
+const TwilioErrorSchema = Type.Object(
+  { code: Type.Optional(Type.Integer()), message: Type.Optional(Type.String()), more_info: Type.Optional(Type.String()), status: Type.Optional(Type.Integer()) },
+  { additionalProperties: true, description: "Twilio's error JSON" },
+);
+
 /**
  * The development carrier's routes under /dev-carrier (registered by app.ts when no Twilio
  * credentials are configured): the Twilio REST side its SMS and call adapters talk to, and what
@@ -43,19 +50,25 @@ function registerRoutes(app: App, carrier: DevCarrier): void {
   app.addHook('onClose', () => carrier.drain());
   const tags = ['development carrier'];
   const rest = `${DEV_CARRIER_PREFIX}/2010-04-01/Accounts/:accountSid`;
-  const restSchema = (summary: string) => ({ tags, summary, description: 'Twilio REST protocol: Basic AccountSid:AuthToken, form body, Twilio JSON resources. By design its errors are Twilio\'s error JSON ({code, message, more_info, status}), not this API\'s Error body, so Twilio clients read them.', params: Type.Object({ accountSid: Type.String(), resource: Type.Optional(Type.String()) }) });
+  const restSchema = <P extends TProperties>(summary: string, params: P, ok: 200 | 201) => ({
+    tags,
+    summary,
+    description: 'Twilio REST protocol: Basic AccountSid:AuthToken, form body, Twilio JSON resources. By design its errors are Twilio\'s error JSON ({code, message, more_info, status}), not this API\'s Error body, so Twilio clients read them.',
+    params: Type.Object({ accountSid: Type.String(), ...params }),
+    response: { [ok]: TwilioResourceSchema, 400: TwilioErrorSchema, 401: TwilioErrorSchema, 404: TwilioErrorSchema },
+  });
 
-  app.post(`${rest}/Messages.json`, { config: { auth: 'none' }, schema: restSchema('Create a message') }, async (req, reply) => {
+  app.post(`${rest}/Messages.json`, { config: { auth: 'none' }, schema: restSchema('Create a message', {}, 201) }, async (req, reply) => {
     const out = carrier.authenticate(req.headers.authorization, req.params.accountSid) ?? (await carrier.createMessage(formOf(req.body)));
     return reply.code(out.status).send(out.body);
   });
-  app.post(`${rest}/Calls.json`, { config: { auth: 'none' }, schema: restSchema('Create a call') }, async (req, reply) => {
+  app.post(`${rest}/Calls.json`, { config: { auth: 'none' }, schema: restSchema('Create a call', {}, 201) }, async (req, reply) => {
     const out = carrier.authenticate(req.headers.authorization, req.params.accountSid) ?? (await carrier.createCall(formOf(req.body)));
     return reply.code(out.status).send(out.body);
   });
   for (const [path, kind] of [['Messages', 'sms'], ['Calls', 'call']] as const) {
-    app.get(`${rest}/${path}/:resource`, { config: { auth: 'none' }, schema: restSchema(`Fetch a ${kind === 'sms' ? 'message' : 'call'}`) }, async (req, reply) => {
-      const sid = (req.params.resource ?? '').replace(/\.json$/, '');
+    app.get(`${rest}/${path}/:resource`, { config: { auth: 'none' }, schema: restSchema(`Fetch a ${kind === 'sms' ? 'message' : 'call'}`, { resource: Type.String({ description: 'its sid, optionally with .json' }) }, 200) }, async (req, reply) => {
+      const sid = req.params.resource.replace(/\.json$/, '');
       const out = carrier.authenticate(req.headers.authorization, req.params.accountSid) ?? (await carrier.fetch(kind, sid));
       return reply.code(out.status).send(out.body);
     });

@@ -113,9 +113,9 @@ export class DevCarrier {
     return this.deps.clock.now().toISOString();
   }
 
-  /** The carrier sends from numbers it gave out (or registered to it) and from the shared number. */
+  /** The carrier sends from numbers it gave out (or registered to it) and not released, and from the shared number. */
   private async knowsSender(from: string): Promise<boolean> {
-    return from === this.deps.config.defaultSmsFrom || (await this.repo.findNumber(from)) !== undefined;
+    return from === this.deps.config.defaultSmsFrom || (await this.repo.findActiveNumber(from)) !== undefined;
   }
 
   /** A queued outbound message (SM...) or call (CA...) as the REST API creates it. */

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { withErrors } from '../../http/schemas.js';
+import { MediaResponse, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { type AuthContext, requireEnv } from '../../modules/auth/auth.service.js';
 import type { MailCatcherService } from './mail-catcher.service.js';
@@ -94,7 +94,7 @@ export function mailCatcherRoutes(app: App, service: MailCatcherService): void {
         tags,
         summary: 'The MIME source of an outbox message (message/rfc822, openable in a mail client)',
         params: Type.Object({ id: Type.String() }),
-        response: withErrors({}),
+        response: withErrors({ 200: MediaResponse('message/rfc822', 'The message as it would have gone out') }),
       },
     },
     async (req, reply) => {

@@ -19,10 +19,14 @@ export class AccountsRepository {
     return Number(row.n);
   }
 
-  async updateAutoUpgrade(accountId: string, autoUpgrade: boolean, now: string): Promise<void> {
+  async updateSettings(accountId: string, patch: { name?: string; autoUpgrade?: boolean }, now: string): Promise<void> {
     await this.db
       .updateTable('accounts')
-      .set({ auto_upgrade: autoUpgrade ? 1 : 0, updated_at: now })
+      .set({
+        ...(patch.name !== undefined ? { name: patch.name } : {}),
+        ...(patch.autoUpgrade !== undefined ? { auto_upgrade: patch.autoUpgrade ? 1 : 0 } : {}),
+        updated_at: now,
+      })
       .where('id', '=', accountId)
       .execute();
   }

@@ -25,7 +25,14 @@ const AccountSchema = Type.Object(
   { $id: 'Account' },
 );
 
-const AccountPatch = Type.Object({ autoUpgrade: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
+const AccountPatch = Type.Object(
+  {
+    // The pingram SDK's updateAccount (POST /account) sends {name}; the spec's PATCH, autoUpgrade.
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    autoUpgrade: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
 
 export function accountRoutes(app: App, service: AccountsService): void {
   app.addSchema(AccountSchema);
@@ -38,7 +45,7 @@ export function accountRoutes(app: App, service: AccountsService): void {
     app.route({
       method,
       url: '/account',
-      schema: { tags: ['account'], summary: 'Update account preferences (autoUpgrade)', body: AccountPatch, response },
+      schema: { tags: ['account'], summary: 'Update the account: its name, autoUpgrade', body: AccountPatch, response },
       handler: (req) => service.update(req.auth.accountId, req.body),
     });
   }

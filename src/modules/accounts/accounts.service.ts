@@ -82,9 +82,9 @@ export class AccountsService {
     return toAccount(row);
   }
 
-  async update(accountId: string, patch: { autoUpgrade?: boolean }): Promise<Account> {
-    if (patch.autoUpgrade !== undefined) {
-      await this.repo.updateAutoUpgrade(accountId, patch.autoUpgrade, this.deps.clock.now().toISOString());
+  async update(accountId: string, patch: { name?: string; autoUpgrade?: boolean }): Promise<Account> {
+    if (patch.autoUpgrade !== undefined || patch.name !== undefined) {
+      await this.repo.updateSettings(accountId, patch, this.deps.clock.now().toISOString());
     }
     return this.get(accountId);
   }

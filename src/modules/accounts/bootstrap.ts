@@ -16,11 +16,11 @@ export interface CreatedAccount {
 /** A new account with one environment and its account-scope API key, written in one transaction. */
 export async function createAccountWithEnvironment(
   deps: Deps,
-  input: { name: string; environmentTitle?: string; creator?: string },
+  input: { name: string; environmentTitle?: string; creator?: string; /** The environment in secure mode (in-app clients must send the user hash). */ secureMode?: boolean },
 ): Promise<CreatedAccount> {
   const account = newAccountRow(deps, input.name, input.creator);
   const clientSecret = newClientSecret();
-  const env = newEnvironmentRow(deps, account.id, input.environmentTitle ?? 'Development', clientSecret);
+  const env = newEnvironmentRow(deps, account.id, input.environmentTitle ?? 'Development', clientSecret, input.secureMode ?? false);
   const { row: keyRow, key } = newApiKey(deps, account.id, env.client_id, 'bootstrap', 'account');
   await deps.db.transaction().execute(async (trx) => {
     await new AccountsRepository(trx).insert(account);

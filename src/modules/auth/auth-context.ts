@@ -13,4 +13,10 @@ export interface AuthContext {
   scope: ApiKeyScope;
   keyId?: string;
   subject?: string;
+  /**
+   * The environment's public key (README: Public keys). AuthService.authenticate refuses it
+   * unless the caller allows it (routes of permission `browser`, and the end-user routes, where
+   * it acts for a user as the in-app client's clientId does: InappAuthenticator.actingFor).
+   */
+  publicKey?: true;
 }

@@ -4,7 +4,7 @@ import { safeEqual, sha256Hex } from '../../secrets.js';
 import type { AccountsRepository } from '../accounts/accounts.repository.js';
 import type { EnvironmentsRepository } from '../environments/environments.repository.js';
 import type { KeysRepository } from '../keys/keys.repository.js';
-import { API_KEY_PREFIX, scopeOf } from '../keys/api-key.js';
+import { API_KEY_PREFIX, isApiKey, keyTypeOf, scopeOf } from '../keys/api-key.js';
 import { ApiKeyCache } from './api-key-cache.js';
 import type { AuthContext } from './auth-context.js';
 import { verifyAccountToken } from './jwt.js';
@@ -52,6 +52,7 @@ export class AuthService {
   cachedApiKey(authorization: string | undefined, envIdParam: string | undefined): AuthContext | undefined {
     if (authorization === undefined || !/^bearer /i.test(authorization)) return undefined;
     const credential = authorization.slice(7).trim();
+    // Secret keys only: a public key always goes through authenticate, which decides whether the route takes it.
     if (!credential.startsWith(API_KEY_PREFIX)) return undefined;
     const auth = this.cachedKey(credential);
     if (!auth || (envIdParam !== undefined && envIdParam !== '' && envIdParam !== auth.envId)) return undefined;
@@ -63,7 +64,11 @@ export class AuthService {
     return this.apiKeys.get(key);
   }
 
-  async authenticate(authorization: string | undefined, envIdParam: string | undefined): Promise<AuthContext> {
+  /**
+   * Who the credentials are. A public key is refused (403) unless `options.publicKey` allows it:
+   * only the callers that know what a public key may do there pass it.
+   */
+  async authenticate(authorization: string | undefined, envIdParam: string | undefined, options: { publicKey?: boolean } = {}): Promise<AuthContext> {
     if (!authorization) throw unauthorized('Missing Authorization header.');
     const space = authorization.indexOf(' ');
     const scheme = authorization.slice(0, space).toLowerCase();
@@ -71,10 +76,11 @@ export class AuthService {
     if (space < 0 || !credential) throw unauthorized('Malformed Authorization header.');
 
     let auth: AuthContext;
-    if (scheme === 'bearer' && credential.startsWith(API_KEY_PREFIX)) auth = await this.byApiKey(credential);
+    if (scheme === 'bearer' && isApiKey(credential)) auth = await this.byApiKey(credential);
     else if (scheme === 'bearer') auth = await this.byJwt(credential);
     else if (scheme === 'basic') auth = await this.byClientCredentials(credential);
     else throw unauthorized(`Unsupported Authorization scheme "${scheme}".`);
+    if (auth.publicKey && !options.publicKey) throw publicKeyRefused();
 
     if (envIdParam !== undefined && envIdParam !== '' && envIdParam !== auth.envId) {
       if (auth.scope !== 'account') {
@@ -98,6 +104,7 @@ export class AuthService {
     if (row.revoked) throw unauthorized('This API key has been revoked.');
     this.touch(row.id);
     const auth: AuthContext = { accountId: row.account_id, envId: row.env_id, via: 'apiKey', scope: scopeOf(row), keyId: row.id };
+    if (keyTypeOf(row) === 'public') auth.publicKey = true;
     this.apiKeys.set(key, auth);
     return { ...auth };
   }
@@ -131,6 +138,13 @@ export class AuthService {
     this.keys.touch(keyId, now.toISOString()).catch((err) => this.deps.logger.warn({ err }, 'could not record key use'));
   }
 }
+
+/** What a public key is told where it may not go (README: Public keys). */
+export const publicKeyRefused = () =>
+  forbidden(
+    'This is a public key: it may only do what a web page may (the in-app user routes acting for a user, GET /components/public), never send, read logs or manage the account.',
+    'Call this operation from your server with a secret key (clarion_sk_...).',
+  );
 
 export const environmentRequired = () =>
   new AppError('ENVIRONMENT_REQUIRED', 'This operation acts in an environment, and none was selected.', 'Add ?envId=<clientId> to the URL (required when authenticating with a JWT).');

@@ -4,7 +4,8 @@ import type { App } from '../../http/types.js';
 import { requireEnv } from '../auth/auth.service.js';
 import type { ComponentsService } from './components.service.js';
 
-const ComponentId = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9_.:-]+$' });
+// Not "public": GET /components/public is the parsed list.
+const ComponentId = Type.String({ minLength: 1, maxLength: 100, pattern: '^(?!public$)[A-Za-z0-9_.:-]+$' });
 const Html = Type.String({ maxLength: 1_000_000 });
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 
@@ -103,5 +104,24 @@ export function componentRoutes(app: App, service: ComponentsService): void {
       await service.delete(req.auth.accountId, requireEnv(req.auth), req.params.componentId);
       return { message: 'Component deleted' };
     },
+  );
+}
+
+/**
+ * `GET /components/public` (the pingram SDK's listComponentsParsed): permission `browser`, so the
+ * environment's public key may read it too; app.ts registers it among the routes a browser calls
+ * (CORS). A static path: matched before /components/:componentId, whatever the scope.
+ */
+export function publicComponentRoutes(app: App, service: ComponentsService): void {
+  app.get(
+    '/components/public',
+    {
+      schema: {
+        tags: ['components'],
+        summary: 'List email components with `internal` (the editor document) parsed from JSON',
+        response: withErrors({ 200: Type.Array(Type.Object({ ...ComponentSchema.properties, internal: Type.Unknown() })) }),
+      },
+    },
+    (req) => service.listParsed(req.auth.accountId, requireEnv(req.auth)),
   );
 }

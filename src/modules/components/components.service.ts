@@ -60,6 +60,14 @@ export class ComponentsService {
     return rows.map((row) => toComponent(row, refs));
   }
 
+  /**
+   * The list with `internal` (the editor's JSON document, stored as text) parsed; an `internal`
+   * that is not JSON (written by hand through the API) stays the string it is.
+   */
+  async listParsed(accountId: string, envId: string): Promise<(Omit<Component, 'internal'> & { internal: unknown })[]> {
+    return (await this.list(accountId, envId)).map((c) => ({ ...c, internal: parseOrKeep(c.internal) }));
+  }
+
   async get(accountId: string, envId: string, componentId: string): Promise<Component> {
     const row = await this.repo.find(accountId, envId, componentId);
     if (!row) throw notFound('Component', componentId, 'List components with GET /components.');
@@ -157,4 +165,12 @@ function toComponent(row: ComponentRow, refs: ComponentRefRow[]): Component {
       .map((r) => ({ notificationId: r.notification_id, channel: r.channel as Channel, templateId: r.template_id })),
     channel: 'EMAIL',
   };
+}
+
+function parseOrKeep(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
 }

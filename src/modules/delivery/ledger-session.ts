@@ -5,6 +5,7 @@ import type { CoreTables } from '../../storage/schema.js';
 import type { AttemptRow, DeliveriesTable, DeliveryRow, MessagesTable } from '../sending/sending.tables.js';
 import type { DeliveryEventsTable } from './delivery.tables.js';
 import { type DeliveryIdentity, type EngagedDelivery, LedgerRepository, type MessageIdentity } from './ledger.repository.js';
+import { type LedgerMark, type LedgerReport, ReportBuffer } from './ledger-report.js';
 import {
   DELIVERY_TRANSITIONS,
   type DeliveryStatus,
@@ -64,7 +65,7 @@ export type Engagement =
 /** A provider call and what it does to its delivery, as recordAttempts writes it. */
 export type AttemptOutcome =
   | { kind: 'sent'; deliveryId: string; attempt: AttemptRow; success: DeliverySuccess }
-  | { kind: 'retry'; deliveryId: string; attempt: AttemptRow; at: string }
+  | { kind: 'retry'; deliveryId: string; attempt: AttemptRow; at: string; /** When the next attempt is due. */ retryAt?: string }
   | { kind: 'failed'; deliveryId: string; attempt: AttemptRow; failure: DeliveryFailure };
 
 /** The delivery columns of a successful provider call made on attempt `attempts`. */
@@ -89,6 +90,9 @@ export function successFields(success: DeliverySuccess, attempts: number): Pick<
 export class LedgerSession {
   private readonly repo: LedgerRepository;
   private events: PendingEvent[] = [];
+  /** The events flush() wrote, for the report. */
+  private written: DeliveryEventsTable[] = [];
+  private readonly reported = new ReportBuffer();
 
   constructor(
     /** The transaction: callers make their own writes of the same unit (jobs, in-app rows) with it. */
@@ -216,11 +220,16 @@ export class LedgerSession {
       return ok;
     });
     const inserted = await this.repo.insertDeliveries(valid);
+    const byId = new Map<string, DeliveryRow>();
     for (const row of valid) {
       if (!inserted.has(row.id)) continue;
+      byId.set(row.id, row);
+      if (row.status === 'failed') this.reported.reason(row.id, row.failed_internal);
       for (const [from, to] of creationPath(row.status)) this.record('delivery', row, from, to, timeOf(row, to), to === 'failed' ? row.failed_code : null, null);
     }
-    await this.repo.insertAttempts(attempts.filter((a) => inserted.has(a.delivery_id)));
+    const made = attempts.filter((a) => inserted.has(a.delivery_id));
+    await this.repo.insertAttempts(made);
+    for (const a of made) this.reported.attempt(byId.get(a.delivery_id)!, a);
   }
 
   /**
@@ -236,9 +245,12 @@ export class LedgerSession {
     const moved = sent.length > 1 ? await this.succeededMany(sent) : null;
     const changed: boolean[] = [];
     for (const o of outcomes) {
-      if (o.kind === 'sent') changed.push(moved ? await this.settledSuccess(o, moved) : await this.succeeded(o.deliveryId, o.attempt, o.success));
-      else if (o.kind === 'retry') changed.push(await this.retrying(o.deliveryId, o.attempt, o.at));
-      else changed.push(await this.failed(o.deliveryId, o.attempt, o.failure));
+      let delivery: DeliveryIdentity | undefined;
+      if (o.kind === 'sent') delivery = moved ? await this.settledSuccess(o, moved) : await this.succeeded(o.deliveryId, o.attempt, o.success);
+      else if (o.kind === 'retry') delivery = await this.retrying(o.deliveryId, o.attempt, o.at);
+      else delivery = await this.failed(o.deliveryId, o.attempt, o.failure);
+      if (delivery) this.reported.attempt(delivery, o.attempt, o.kind === 'retry' ? o.retryAt : undefined);
+      changed.push(delivery !== undefined);
     }
     return changed;
   }
@@ -253,50 +265,48 @@ export class LedgerSession {
   }
 
   /** Records the transition succeededMany made for one outcome, or says why it made none. */
-  private async settledSuccess(o: Extract<AttemptOutcome, { kind: 'sent' }>, moved: Map<string, DeliveryIdentity>): Promise<boolean> {
+  private async settledSuccess(o: Extract<AttemptOutcome, { kind: 'sent' }>, moved: Map<string, DeliveryIdentity>): Promise<DeliveryIdentity | undefined> {
     const to = successFields(o.success, o.attempt.attempt).status;
     if (!deliveryTransitionAllowed('pending', to)) {
       this.refuse('delivery', 'pending', to, { deliveryId: o.deliveryId });
-      return false;
+      return undefined;
     }
     const row = moved.get(o.deliveryId);
     if (row) {
       this.record('delivery', row, 'pending', to, o.success.at, null, null);
-      return true;
+      return row;
     }
     const current = await this.repo.deliveryStatus(o.deliveryId);
     if (current !== undefined) this.notApplied('delivery', current, to, { deliveryId: o.deliveryId });
-    return false;
+    return undefined;
   }
 
   /** pending -> sent | delivered after a successful provider call (the attempt is recorded too). */
   async deliverySucceeded(deliveryId: string, attempt: AttemptRow, success: DeliverySuccess): Promise<boolean> {
-    await this.repo.insertAttempts([attempt]);
-    return this.succeeded(deliveryId, attempt, success);
+    return (await this.recordAttempts([{ kind: 'sent', deliveryId, attempt, success }]))[0];
   }
 
   /** A failed attempt that will be retried: the delivery stays pending (no transition, no event). */
   async deliveryRetrying(deliveryId: string, attempt: AttemptRow, at: string): Promise<boolean> {
-    await this.repo.insertAttempts([attempt]);
-    return this.retrying(deliveryId, attempt, at);
+    return (await this.recordAttempts([{ kind: 'retry', deliveryId, attempt, at }]))[0];
   }
 
   /** pending -> failed: the last attempt failed (recorded with it), or the job was given up (no attempt). */
   async deliveryFailed(deliveryId: string, attempt: AttemptRow | null, failure: DeliveryFailure): Promise<boolean> {
-    if (attempt) await this.repo.insertAttempts([attempt]);
-    return this.failed(deliveryId, attempt, failure);
+    if (attempt) return (await this.recordAttempts([{ kind: 'failed', deliveryId, attempt, failure }]))[0];
+    return (await this.failed(deliveryId, null, failure)) !== undefined;
   }
 
-  private succeeded(deliveryId: string, attempt: AttemptRow, success: DeliverySuccess): Promise<boolean> {
+  private succeeded(deliveryId: string, attempt: AttemptRow, success: DeliverySuccess): Promise<DeliveryIdentity | undefined> {
     const fields = successFields(success, attempt.attempt);
     return this.changeDelivery(deliveryId, 'pending', fields.status, fields, success.at, null);
   }
 
-  private async retrying(deliveryId: string, attempt: AttemptRow, at: string): Promise<boolean> {
-    return (await this.repo.updateDeliveryFrom(deliveryId, 'pending', { attempts: attempt.attempt, updated_at: at })) !== undefined;
+  private retrying(deliveryId: string, attempt: AttemptRow, at: string): Promise<DeliveryIdentity | undefined> {
+    return this.repo.updateDeliveryFrom(deliveryId, 'pending', { attempts: attempt.attempt, updated_at: at });
   }
 
-  private failed(deliveryId: string, attempt: AttemptRow | null, failure: DeliveryFailure): Promise<boolean> {
+  private failed(deliveryId: string, attempt: AttemptRow | null, failure: DeliveryFailure): Promise<DeliveryIdentity | undefined> {
     const patch: Updateable<DeliveriesTable> = {
       status: 'failed',
       failed_at: failure.at,
@@ -331,7 +341,10 @@ export class LedgerSession {
       }
       if (report.extra) extra = { ...extra, ...(JSON.parse(report.extra) as Record<string, unknown>) };
       if (report.status === 'delivered') Object.assign(patch, { status: 'delivered', delivered_at: report.at });
-      else Object.assign(patch, { status: 'failed', failed_at: report.at, failed_code: report.code, failed_internal: report.internal });
+      else {
+        Object.assign(patch, { status: 'failed', failed_at: report.at, failed_code: report.code, failed_internal: report.internal });
+        this.reported.reason(delivery.id, report.internal);
+      }
       applied.push({ from: status, to: report.status, at: report.at, code: report.status === 'failed' ? report.code : null });
       status = report.status;
     }
@@ -411,19 +424,25 @@ export class LedgerSession {
   async transitionDelivery(deliveryId: string, to: DeliveryStatus, change: Change<DeliveriesTable>): Promise<boolean> {
     const current = await this.repo.deliveryStatus(deliveryId);
     if (current === undefined) return false;
-    return this.changeDelivery(deliveryId, current as DeliveryStatus, to, { updated_at: change.at, ...change.patch }, change.at, change.code ?? null, change.details ?? null);
+    return (await this.changeDelivery(deliveryId, current as DeliveryStatus, to, { updated_at: change.at, ...change.patch }, change.at, change.code ?? null, change.details ?? null)) !== undefined;
   }
 
   // --- events -----------------------------------------------------------------------------
 
-  /** A mark to roll the buffered events back to, with a savepoint. */
-  checkpoint(): number {
-    return this.events.length;
+  /** A mark to roll the buffered events (and reported attempts) back to, with a savepoint. */
+  checkpoint(): LedgerMark {
+    return { events: this.events.length, attempts: this.reported.attemptCount };
   }
 
-  /** Drops the events recorded since `mark` (their savepoint was rolled back). */
-  rollbackTo(mark: number): void {
-    this.events.length = Math.min(mark, this.events.length);
+  /** Drops the events and attempts recorded since `mark` (their savepoint was rolled back). */
+  rollbackTo(mark: LedgerMark): void {
+    this.events.length = Math.min(mark.events, this.events.length);
+    this.reported.rollbackTo(mark.attempts);
+  }
+
+  /** What this session wrote, once flushed: for DeliveryLedger to report after the commit. */
+  report(): LedgerReport {
+    return this.reported.report(this.written);
   }
 
   /**
@@ -447,6 +466,7 @@ export class LedgerSession {
       for (const event of list) rows.push({ ...event, id: ++id });
     }
     await this.repo.insertEvents(rows);
+    this.written = this.written.length === 0 ? rows : [...this.written, ...rows];
     this.events = [];
   }
 
@@ -465,7 +485,10 @@ export class LedgerSession {
       return [];
     }
     const moved = await this.repo.updateMessagesFrom(trackingIds, from, { ...change.patch, state: to as MessagesTable['state'] });
-    for (const m of moved) this.record('message', m, from, to, change.at, change.code ?? null, change.details ?? null);
+    for (const m of moved) {
+      if (to === 'failed' && typeof change.patch.failed_internal === 'string') this.reported.reason(m.tracking_id, change.patch.failed_internal);
+      this.record('message', m, from, to, change.at, change.code ?? null, change.details ?? null);
+    }
     if (explain && moved.length < trackingIds.length) {
       const ids = new Set(moved.map((m) => m.tracking_id));
       await this.explainMessages(trackingIds.filter((id) => !ids.has(id)), to);
@@ -481,19 +504,20 @@ export class LedgerSession {
     at: string,
     code: string | null,
     details: Record<string, unknown> | null = null,
-  ): Promise<boolean> {
+  ): Promise<DeliveryIdentity | undefined> {
     if (!deliveryTransitionAllowed(from, to)) {
       this.refuse('delivery', from, to, { deliveryId });
-      return false;
+      return undefined;
     }
     const moved = await this.repo.updateDeliveryFrom(deliveryId, from, { ...patch, status: to as DeliveriesTable['status'] });
     if (moved) {
+      if (to === 'failed' && typeof patch.failed_internal === 'string') this.reported.reason(deliveryId, patch.failed_internal);
       this.record('delivery', moved, from, to, at, code, details);
-      return true;
+      return moved;
     }
     const current = await this.repo.deliveryStatus(deliveryId);
     if (current !== undefined) this.notApplied('delivery', current, to, { deliveryId });
-    return false;
+    return undefined;
   }
 
   /** Says why messages were not moved into `to`: refused by the table, or already there / moved on. */

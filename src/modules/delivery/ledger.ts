@@ -29,6 +29,8 @@ import type { Dialect } from '../../storage/db.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { LogChannel } from '../sending/channels.js';
 import type { DeliveryRow } from '../sending/sending.tables.js';
+import { DeliveryOutcomes } from './delivery-outcomes.js';
+import type { LedgerReport } from './ledger-report.js';
 import { LedgerRepository } from './ledger.repository.js';
 import type { EngagedDelivery } from './ledger.repository.js';
 import { type DeliveryFailure, type Engagement, LedgerSession, type MessageFailure } from './ledger-session.js';
@@ -58,16 +60,35 @@ export interface ProviderStatus {
 }
 
 export class DeliveryLedger {
-  constructor(private readonly deps: LedgerDeps) {}
+  /** What the committed transactions did: warning lines for retries and failures, tallies for /metrics. */
+  readonly outcomes: DeliveryOutcomes;
 
-  /** Runs `work` in a new transaction; the events it recorded are written just before the commit. */
-  transaction<T>(work: (tx: LedgerSession) => Promise<T>): Promise<T> {
-    return this.deps.db.transaction().execute(async (trx) => {
+  constructor(private readonly deps: LedgerDeps) {
+    this.outcomes = new DeliveryOutcomes(deps.logger);
+  }
+
+  /**
+   * Runs `work` in a new transaction; the events it recorded are written just before the commit,
+   * and once it committed, what it did is reported to `outcomes`.
+   */
+  async transaction<T>(work: (tx: LedgerSession) => Promise<T>): Promise<T> {
+    let report: LedgerReport | undefined;
+    const result = await this.deps.db.transaction().execute(async (trx) => {
       const tx = this.session(trx);
-      const result = await work(tx);
+      const out = await work(tx);
       await tx.flush();
-      return result;
+      report = tx.report();
+      return out;
     });
+    if (report) {
+      // Committed: whatever goes wrong in reporting it must not look like a failed transaction.
+      try {
+        this.outcomes.committed(report);
+      } catch (err) {
+        this.deps.logger.error({ err }, 'reporting a committed delivery ledger transaction failed');
+      }
+    }
+    return result;
   }
 
   /** The ledger inside a transaction the caller runs; the caller must call flush() last, before commit. */

@@ -1,4 +1,5 @@
 import type { SendChannel } from '../sending/channels.js';
+import { type SendBody, parametersOf } from '../sending/sending.schemas.js';
 import type { DigestItemRow } from './digests.repository.js';
 import type { DigestRow } from './digests.tables.js';
 
@@ -39,14 +40,14 @@ export interface DigestItem {
 /** The parameters of a digest's message: `items`, `count` and `digest` (option, due time, zone). */
 export function digestParameters(digest: DigestRow, rows: DigestItemRow[]): { items: DigestItem[]; count: number; digest: Record<string, unknown> } {
   const items = rows.map((row): DigestItem => {
-    const request = JSON.parse(row.request) as { parameters?: Record<string, unknown>; mergeTags?: Record<string, unknown> };
+    const request = JSON.parse(row.request) as SendBody;
     const content = row.content ? (JSON.parse(row.content) as Record<string, unknown>) : {};
     delete content.html;
     return {
       trackingId: row.tracking_id,
       date: row.received_at,
       ...(row.sub_notification_id ? { subNotificationId: row.sub_notification_id } : {}),
-      parameters: request.parameters ?? request.mergeTags ?? {},
+      parameters: parametersOf(request),
       preview: row.preview ?? '',
       content,
     };

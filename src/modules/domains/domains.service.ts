@@ -161,15 +161,16 @@ export class DomainsService {
   }
 
   /**
-   * Refuses (400 VALIDATION_FAILED) a `fromAddress` that is neither the platform default sender
-   * nor on a verified domain of the account: the rule of broadcasts and of POST /send.
+   * Refuses (400, VALIDATION_FAILED unless `code` says otherwise: broadcasts answer
+   * UNVERIFIED_DOMAIN) a `fromAddress` that is neither the platform default sender nor on a
+   * verified domain of the account: the rule of broadcasts and of POST /send.
    */
-  async checkFromAddress(accountId: string, address: string, field = 'fromAddress'): Promise<void> {
+  async checkFromAddress(accountId: string, address: string, field = 'fromAddress', code: 'VALIDATION_FAILED' | 'UNVERIFIED_DOMAIN' = 'VALIDATION_FAILED'): Promise<void> {
     const lower = address.trim().toLowerCase();
     if (lower === this.deps.config.defaultFromAddress.toLowerCase()) return;
     const verified = new Set((await this.repo.sendable(accountId)).map((r) => r.domain));
     if (this.isAllowedSender(lower, verified)) return;
-    throw unverifiedSender(field, address, this.deps.config.defaultFromAddress);
+    throw unverifiedSender(field, address, this.deps.config.defaultFromAddress, code);
   }
 
   private async create(accountId: string, domain: string): Promise<SenderDomainRow> {
@@ -264,10 +265,11 @@ export function senderDomain(sender: string): string {
 const unknownDomain = (domain: string) =>
   new AppError('NOT_FOUND', `The sender domain "${domain}" is not a domain of this account.`, 'GET /domains lists the domains of this account; POST /domains {"sender": "..."} adds one.');
 
-export function unverifiedSender(field: string, address: string, defaultFrom: string): AppError {
+export function unverifiedSender(field: string, address: string, defaultFrom: string, code: 'VALIDATION_FAILED' | 'UNVERIFIED_DOMAIN' = 'VALIDATION_FAILED'): AppError {
   const domain = address.slice(address.lastIndexOf('@') + 1).toLowerCase();
-  return invalid(
+  return new AppError(
+    code,
     `${field} "${address}" is neither the platform default sender (${defaultFrom}) nor on a verified domain of this account: ${domain} is not verified.`,
-    `Add it with POST /domains {"sender": "${domain}"} and publish the records it answers, then send from it once GET /domains shows it SUCCESS; or leave ${field} out to send from ${defaultFrom}.`,
+    `Add it with POST /domains {"sender": "${domain}"} and publish the records it answers, then send from it once GET /domains shows it SUCCESS; or ${code === 'UNVERIFIED_DOMAIN' ? `use ${defaultFrom} (for testing: at most 10 recipients)` : `leave ${field} out to send from ${defaultFrom}`}.`,
   );
 }

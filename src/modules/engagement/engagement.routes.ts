@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../errors.js';
-import { withErrors } from '../../http/schemas.js';
+import { MediaResponse, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
 import { ENGAGEMENT_PATHS, type EngagementClient, type EngagementService } from './engagement.service.js';
@@ -16,6 +16,8 @@ const TrackingSettingSchema = Type.Object({
 
 /** Every refusal of a token looks the same: forged, altered, of another kind, environment gone. */
 const refused = () => new AppError('NOT_FOUND', 'Not found.');
+
+const HtmlPage = (description: string) => withErrors({ 200: MediaResponse('text/html', description) });
 
 const clientOf = (req: { headers: Record<string, string | string[] | undefined>; ip: string }): EngagementClient => {
   const ua = req.headers['user-agent'];
@@ -57,7 +59,7 @@ export async function engagementRoutes(app: App, service: EngagementService): Pr
 
   app.get(
     ENGAGEMENT_PATHS.open,
-    { config: { auth: 'none' }, schema: { tags, summary: 'Open tracking pixel: records the open, answers a 1x1 GIF (never cached)', params: TokenParams, response: withErrors({}) } },
+    { config: { auth: 'none' }, schema: { tags, summary: 'Open tracking pixel: records the open, answers a 1x1 GIF (never cached)', params: TokenParams, response: withErrors({ 200: MediaResponse('image/gif', 'A transparent 1x1 GIF', Type.String({ format: 'binary' })) }) } },
     async (req, reply) => {
       const opened = await service.open(req.params.token, clientOf(req));
       if (opened === null) throw refused();
@@ -67,7 +69,7 @@ export async function engagementRoutes(app: App, service: EngagementService): Pr
 
   app.get(
     ENGAGEMENT_PATHS.click,
-    { config: { auth: 'none' }, schema: { tags, summary: 'Tracked link: records the click, redirects (302) to the link as written', params: TokenParams, response: withErrors({}) } },
+    { config: { auth: 'none' }, schema: { tags, summary: 'Tracked link: records the click, redirects (302) to the link as written', params: TokenParams, response: withErrors({ 302: Type.Null({ description: 'Redirect to the link as written (Location)' }) }) } },
     async (req, reply) => {
       const url = await service.click(req.params.token, clientOf(req));
       if (url === null) throw refused();
@@ -85,7 +87,7 @@ export async function engagementRoutes(app: App, service: EngagementService): Pr
 
     child.get(
       ENGAGEMENT_PATHS.unsubscribe,
-      { config: { auth: 'none' }, schema: { tags, summary: 'Unsubscribe confirmation page (HTML; its button POSTs). Changes nothing by itself: link scanners fetch it', params: TokenParams, response: withErrors({}) } },
+      { config: { auth: 'none' }, schema: { tags, summary: 'Unsubscribe confirmation page (HTML; its button POSTs). Changes nothing by itself: link scanners fetch it', params: TokenParams, response: HtmlPage('The confirmation page') } },
       async (req, reply) => {
         const target = service.unsubscribeTarget(req.params.token);
         if (!target) throw refused();
@@ -100,7 +102,7 @@ export async function engagementRoutes(app: App, service: EngagementService): Pr
 
     child.post(
       ENGAGEMENT_PATHS.unsubscribe,
-      { config: { auth: 'none' }, schema: { tags, summary: 'One-click unsubscribe (RFC 8058): turns this notification type\'s email off for the user; no login, the token is the authority', params: TokenParams, response: withErrors({}) } },
+      { config: { auth: 'none' }, schema: { tags, summary: 'One-click unsubscribe (RFC 8058): turns this notification type\'s email off for the user; no login, the token is the authority', params: TokenParams, response: HtmlPage('A page saying the user is unsubscribed') } },
       async (req, reply) => {
         const method = typeof req.body === 'string' && /(?:^|&)source=page(?:&|$)/.test(req.body) ? 'page' : 'one-click';
         if (!(await service.unsubscribe(req.params.token, clientOf(req), method))) throw refused();

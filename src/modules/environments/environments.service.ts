@@ -23,7 +23,8 @@ export interface EnvironmentPatch {
 export const newClientId = () => randomBytes(12).toString('hex');
 export const newClientSecret = () => randomToken(32);
 
-export function newEnvironmentRow(deps: Pick<Deps, 'clock' | 'secrets'>, accountId: string, title: string, clientSecret: string): EnvironmentRow {
+/** A new environment's row; `secureMode`: in-app clients must send the user hash (off unless asked). */
+export function newEnvironmentRow(deps: Pick<Deps, 'clock' | 'secrets'>, accountId: string, title: string, clientSecret: string, secureMode = false): EnvironmentRow {
   const now = deps.clock.now().toISOString();
   return {
     client_id: newClientId(),
@@ -31,7 +32,7 @@ export function newEnvironmentRow(deps: Pick<Deps, 'clock' | 'secrets'>, account
     title,
     client_secret_enc: deps.secrets.encrypt(clientSecret),
     disable_sending: '[]',
-    secure_mode: 0,
+    secure_mode: secureMode ? 1 : 0,
     created_at: now,
     updated_at: now,
   };

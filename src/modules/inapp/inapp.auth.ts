@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Deps } from '../../deps.js';
 import { AppError } from '../../errors.js';
 import { safeEqual } from '../../secrets.js';
+import { type AuthContext, requireEnv } from '../auth/auth.service.js';
 import type { EnvironmentsRepository } from '../environments/environments.repository.js';
 import type { InappScope } from './inapp.repository.js';
 
@@ -68,6 +69,17 @@ export class InappAuthenticator {
       if (!safeEqual(expected, hash)) throw inappUnauthorized('Wrong user hash for this userId.');
     }
     return { accountId: env.account_id, envId: env.client_id, userId };
+  }
+
+  /**
+   * The user that server credentials act for. Secret credentials may name any user of their
+   * environment; the environment's public key stands in for its clientId, so it must prove the
+   * user as the in-app client does (the user hash, in secure mode).
+   */
+  async actingFor(auth: AuthContext, userId: string, hash: string | undefined): Promise<InappScope> {
+    const envId = requireEnv(auth);
+    if (!auth.publicKey) return { accountId: auth.accountId, envId, userId };
+    return this.authenticate({ clientId: envId, userId, ...(hash ? { hash } : {}) });
   }
 
   /**

@@ -42,7 +42,7 @@ function jsonBody(req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDo
 /**
  * In-app notifications of end users:
  * - `/user/inapp[...]` (the pingram SDK's UserApi): Basic base64(clientId:userId[:userHash]), or
- *   an API key / JWT acting for `?userId=`;
+ *   an API key / JWT acting for `?userId=` (a public key also with `?userIdHash=` in secure mode);
  * - `/{clientId}/users/{userId}/notifications/INAPP_WEB[...]` (the published in-app client), same Basic;
  * - the websocket at `/` (and `/ws`) with `?envId=<clientId>&userId=...[&userIdHash=...]`.
  */
@@ -66,11 +66,11 @@ export async function inappRoutes(
     const header = req.headers.authorization;
     const query = req.query as Query;
     if (header && /^bearer\s/i.test(header)) {
-      const auth = await accountAuth.authenticate(header, str(query.envId));
-      const envId = requireEnv(auth);
+      const auth = await accountAuth.authenticate(header, str(query.envId), { publicKey: true });
+      requireEnv(auth);
       const userId = str(query.userId);
       if (!userId) throw invalid('With an API key or JWT, name the user with the userId query parameter.', 'Add ?userId=<user id>, or authenticate as the user with Basic clientId:userId[:userHash].');
-      req.inappScope = { accountId: auth.accountId, envId, userId };
+      req.inappScope = await authenticator.actingFor(auth, userId, str(query.userIdHash));
       return;
     }
     const credentials = parseInappBasic(header);

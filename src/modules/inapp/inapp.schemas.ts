@@ -54,6 +54,7 @@ export const ListQuery = Type.Object({
 /** For /user/inapp called with an API key or JWT on behalf of a user. */
 export const OnBehalfQuery = Type.Object({
   userId: Type.Optional(Type.String({ description: 'the user, when authenticating with an API key or JWT' })),
+  userIdHash: Type.Optional(Type.String({ description: "with a public key in secure mode: the user's hash, base64(HMAC-SHA256(clientSecret, userId))" })),
   envId: Type.Optional(Type.String({ description: 'environment, when authenticating with a JWT' })),
 });
 

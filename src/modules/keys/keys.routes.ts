@@ -7,10 +7,14 @@ const ScopeSchema = Type.Union([Type.Literal('account'), Type.Literal('environme
   description: '`account`: manages every environment, its keys and settings; `environment`: acts only inside its own environment',
 });
 
+const KeyTypeSchema = Type.Union([Type.Literal('secret'), Type.Literal('public')], {
+  description: '`secret` (default): server credentials; `public`: for web pages, acts only for end users and reads what a browser may (README: Public keys)',
+});
+
 const KeyView = Type.Object({
   id: Type.String(),
-  key: Type.String({ description: 'masked; the full key is shown only at creation' }),
-  keyType: Type.Literal('secret'),
+  key: Type.String({ description: 'a secret key masked (the full key is shown only at creation); a public key whole' }),
+  keyType: KeyTypeSchema,
   scope: ScopeSchema,
   environmentId: Type.String(),
   accountId: Type.String(),
@@ -34,10 +38,10 @@ export function keyRoutes(app: App, service: KeysService): void {
     {
       schema: {
         tags,
-        summary: 'Create an API key (shown once); `scope` defaults to environment',
+        summary: 'Create an API key (a secret key is shown once); `keyType` defaults to secret, `scope` to environment',
         body: Type.Object({
           name: Type.String({ minLength: 1, maxLength: 200 }),
-          keyType: Type.Optional(Type.String()),
+          keyType: Type.Optional(KeyTypeSchema),
           environmentId: Type.Optional(Type.String({ maxLength: 64 })),
           scope: Type.Optional(ScopeSchema),
         }),
@@ -45,7 +49,7 @@ export function keyRoutes(app: App, service: KeysService): void {
           200: Type.Object({
             id: Type.String(),
             key: Type.String(),
-            keyType: Type.Literal('secret'),
+            keyType: KeyTypeSchema,
             scope: ScopeSchema,
             environmentId: Type.String(),
             name: Type.String(),

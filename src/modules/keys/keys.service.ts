@@ -2,14 +2,14 @@ import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import type { ApiKeyCache } from '../auth/api-key-cache.js';
 import type { EnvironmentsRepository } from '../environments/environments.repository.js';
-import { type ApiKeyScope, newApiKey, scopeOf } from './api-key.js';
+import { type ApiKeyScope, type ApiKeyType, keyTypeOf, newApiKey, scopeOf } from './api-key.js';
 import type { ApiKeyRow, KeysRepository } from './keys.repository.js';
 
 export interface ApiKeyView {
   id: string;
-  /** Masked: the full key is shown only once, at creation. */
+  /** A secret key masked (the full key is shown only once, at creation); a public key whole. */
   key: string;
-  keyType: 'secret';
+  keyType: ApiKeyType;
   scope: ApiKeyScope;
   environmentId: string;
   accountId: string;
@@ -22,20 +22,18 @@ export interface ApiKeyView {
 export interface CreatedApiKey {
   id: string;
   key: string;
-  keyType: 'secret';
+  keyType: ApiKeyType;
   scope: ApiKeyScope;
   environmentId: string;
   name: string;
   createdAt: string;
 }
 
-
-
 function toView(row: ApiKeyRow): ApiKeyView {
   return {
     id: row.id,
     key: row.display,
-    keyType: 'secret',
+    keyType: keyTypeOf(row),
     scope: scopeOf(row),
     environmentId: row.env_id,
     accountId: row.account_id,
@@ -66,11 +64,12 @@ export class KeysService {
   /** Only account-scope callers reach this (permission matrix: POST /keys is `account`). */
   async create(
     accountId: string,
-    input: { name: string; keyType?: string; environmentId?: string; scope?: ApiKeyScope },
+    input: { name: string; keyType?: ApiKeyType; environmentId?: string; scope?: ApiKeyScope },
     callerEnvId: string | null,
   ): Promise<CreatedApiKey> {
-    if (input.keyType && input.keyType !== 'secret') {
-      throw invalid(`keyType "${input.keyType}" is not supported by this server.`, 'Create a "secret" key; in-app clients authenticate with clientId and user hash instead.');
+    const keyType = input.keyType ?? 'secret';
+    if (keyType === 'public' && input.scope === 'account') {
+      throw invalid('A public key cannot have account scope: it acts only for end users of its one environment.', 'Leave scope out (or "environment") for a public key; use a secret key for account management.');
     }
     const envId = input.environmentId ?? callerEnvId;
     if (!envId) {
@@ -79,9 +78,9 @@ export class KeysService {
     const env = await this.environments.find(accountId, envId);
     if (!env) throw notFound('Environment', envId, 'List your environments with GET /environments.');
     const scope = input.scope ?? 'environment';
-    const { row, key } = newApiKey(this.deps, accountId, envId, input.name, scope);
+    const { row, key } = newApiKey(this.deps, accountId, envId, input.name, scope, keyType);
     await this.repo.insert(row);
-    return { id: row.id, key, keyType: 'secret', scope, environmentId: envId, name: row.name, createdAt: row.created_at };
+    return { id: row.id, key, keyType, scope, environmentId: envId, name: row.name, createdAt: row.created_at };
   }
 
   async revoke(accountId: string, keyId: string): Promise<void> {

@@ -1,13 +1,32 @@
-import type { DeliveryRow, MessageRow } from '../sending/sending.tables.js';
+import type { AttemptRow, DeliveryRow, MessageRow } from '../sending/sending.tables.js';
 
-export type LogRecord = Record<string, string | number | boolean | undefined> & { trackingId: string; accountId: string };
+/**
+ * One provider call of a delivery, as `<channel>_attempts` lists them (a Clarion field; the
+ * spec's Log record names none): when it started, how long it took, how it ended, and the
+ * provider's code and error text (or its response, on success).
+ */
+export interface LogAttempt {
+  attempt: number;
+  started_at: string;
+  duration_ms: number;
+  /** success; retry (failed, made again later); failed (failed for good). */
+  outcome: 'success' | 'retry' | 'failed';
+  provider_code?: string;
+  error?: string;
+  response?: string;
+}
+
+export type LogRecord = Record<string, string | number | boolean | LogAttempt[] | undefined> & { trackingId: string; accountId: string };
 
 const after = (from: string, to: string | null) => (to ? new Date(to).getTime() - new Date(from).getTime() : undefined);
 
 const IGNORED_BY: Record<string, string> = { DEDUPLICATED: 'DEDUPLICATION', THROTTLED: 'THROTTLING' };
 
-/** The spec's Log record: a view over a message and its deliveries. Absent values are omitted. */
-export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[]): LogRecord {
+/**
+ * The spec's Log record: a view over a message, its deliveries and their attempts (by delivery
+ * id, in attempt order). Absent values are omitted.
+ */
+export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[], attempts: ReadonlyMap<string, AttemptRow[]> = new Map()): LogRecord {
   const record: LogRecord = {
     trackingId: message.tracking_id,
     accountId: message.account_id,
@@ -59,9 +78,18 @@ export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[]): Log
       if (d.failed_internal) record[`${ch}_failed_internal`] = d.failed_internal;
     }
     if (d.extra) Object.assign(record, JSON.parse(d.extra));
+    const made = attempts.get(d.id);
+    if (made?.length) record[`${ch}_attempts`] = made.map(logAttempt);
   }
   for (const key of Object.keys(record)) if (record[key] === undefined) delete record[key];
   return record;
+}
+
+function logAttempt(a: AttemptRow): LogAttempt {
+  const out: LogAttempt = { attempt: a.attempt, started_at: a.started_at, duration_ms: a.duration_ms, outcome: a.outcome };
+  if (a.provider_code) out.provider_code = a.provider_code;
+  if (a.detail) out[a.outcome === 'success' ? 'response' : 'error'] = a.detail;
+  return out;
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
 import type { LogQueriesTable, MessageRow } from '../sending/sending.tables.js';
+import type { DeliveryEventsTable, DeliveryTables } from '../delivery/delivery.tables.js';
 import type { LogsDb, LogsTables } from './logs.tables.js';
 
 export interface LogFilters {
@@ -11,6 +12,10 @@ export interface LogFilters {
   to: string | null;
   userId: string | null;
   notificationIds: string[] | null;
+  /** Any of these users (the older server SDK's list form of userFilter). */
+  userIds?: string[] | null;
+  /** Only these sends (the older server SDK's trackingIds). */
+  trackingIds?: string[] | null;
 }
 
 /** Rows per insert of a query's result: 4 parameters each, far below either engine's cap. */
@@ -89,6 +94,18 @@ export class LogsRepository {
   }
 
   /** Messages matching the stored filters (all combined with AND), newest first. */
+  /** The environment's ledger transitions, newest first, from before the event id `before` (null: the newest). */
+  events(accountId: string, envId: string, before: number | null, limit: number): Promise<Selectable<DeliveryEventsTable>[]> {
+    let q = this.db
+      .withTables<DeliveryTables>()
+      .selectFrom('delivery_events')
+      .selectAll()
+      .where('env_id', '=', envId)
+      .where('account_id', '=', accountId);
+    if (before !== null) q = q.where('id', '<', before);
+    return q.orderBy('id', 'desc').limit(limit).execute();
+  }
+
   findMessages(f: LogFilters, limit: number): Promise<MessageRow[]> {
     let q = this.db.selectFrom('messages').selectAll().where('account_id', '=', f.accountId);
     if (f.envIds) {
@@ -98,6 +115,8 @@ export class LogsRepository {
     if (f.from) q = q.where('received_at', '>=', f.from);
     if (f.to) q = q.where('received_at', '<=', f.to);
     if (f.userId) q = q.where('user_id', '=', f.userId);
+    if (f.userIds?.length) q = q.where('user_id', 'in', f.userIds);
+    if (f.trackingIds?.length) q = q.where('tracking_id', 'in', f.trackingIds);
     if (f.notificationIds) q = q.where('notification_id', 'in', f.notificationIds);
     return q.orderBy('received_at', 'desc').orderBy('tracking_id', 'desc').limit(limit).execute();
   }

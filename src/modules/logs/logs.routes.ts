@@ -2,9 +2,11 @@ import { Type } from '@sinclair/typebox';
 import type { Deps } from '../../deps.js';
 import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
-import { LOG_CHANNELS } from '../sending/channels.js';
+import { LOG_CHANNELS, SEND_CHANNELS } from '../sending/channels.js';
 import {
+  DEFAULT_EVENTS_PAGE,
   LOG_STATUSES,
+  MAX_EVENTS_PAGE,
   type LogsService,
   MAX_FILTER_ITEMS,
   MAX_FILTER_LENGTH,
@@ -12,8 +14,10 @@ import {
   MAX_TIMESTAMP_MS,
   MAX_TRACKING_IDS,
   MAX_TRACKING_ID_LENGTH,
+  TAIL_SIZE,
   tooManyTrackingIds,
 } from './logs.service.js';
+import { fromOlderSdkQuery } from './older-sdk-query.js';
 
 const LogRecordSchema = Type.Object({ trackingId: Type.String(), accountId: Type.String() }, { additionalProperties: true });
 const LogsResponse = Type.Object({ logs: Type.Array(LogRecordSchema) });
@@ -27,6 +31,36 @@ export function logRoutes(app: App, deps: Pick<Deps, 'config'>, service: LogsSer
     '/logs/retention',
     { schema: { tags, summary: 'How long logs are kept', response: withErrors({ 200: Type.Object({ retentionInDays: Type.Number() }) }) } },
     () => ({ retentionInDays: deps.config.logRetentionDays }),
+  );
+
+  app.get(
+    '/logs',
+    {
+      schema: {
+        tags,
+        summary: "The environment's delivery events (sent, delivered, failed, ...), newest first; pages linked by nextCursor",
+        querystring: Type.Object({
+          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_EVENTS_PAGE, description: `events per page, default ${DEFAULT_EVENTS_PAGE}` })),
+          cursor: Type.Optional(Type.String({ maxLength: 64, description: 'nextCursor of the previous page' })),
+        }),
+        response: withErrors({
+          200: Type.Object({
+            messages: Type.Array(
+              Type.Object({ trackingId: Type.String(), eventType: Type.String(), timestamp: Type.String(), epochMs: Type.Number(), code: Type.Optional(Type.String()) }),
+            ),
+            nextCursor: Type.Optional(Type.String({ description: 'present while older events follow' })),
+          }),
+        }),
+      },
+    },
+    (req) => service.events(req.auth, req.query),
+  );
+
+  // A static path: Fastify matches it before /logs/:trackingIds, so "tail" is never read as a tracking id.
+  app.get(
+    '/logs/tail',
+    { schema: { tags, summary: `The environment's newest ${TAIL_SIZE} log records, newest first`, response: withErrors({ 200: LogsResponse }) } },
+    async (req) => ({ logs: await service.tail(req.auth) }),
   );
 
   app.get(
@@ -108,5 +142,34 @@ export function logRoutes(app: App, deps: Pick<Deps, 'config'>, service: LogsSer
       },
     },
     async (req) => ({ queryId: await service.startQuery(req.auth, req.body) }),
+  );
+
+  app.post(
+    '/:clientId/logs/query',
+    {
+      schema: {
+        tags,
+        summary: 'Start an asynchronous log search (older server SDK queryLogs); poll GET /logs/query/{queryId}. Lists match any of their values; filters combine with AND',
+        params: Type.Object({ clientId: Type.String() }),
+        body: Type.Object({
+          dateRangeFilter: Type.Optional(
+            Type.Object({
+              startTime: Type.Optional(Type.Number({ minimum: 0, maximum: MAX_TIMESTAMP_MS, description: 'unix timestamp in seconds (over 1e12: milliseconds)' })),
+              endTime: Type.Optional(Type.Number({ minimum: 0, maximum: MAX_TIMESTAMP_MS, description: 'unix timestamp in seconds (over 1e12: milliseconds), inclusive' })),
+            }),
+          ),
+          notificationFilter: Type.Optional(FilterList()),
+          channelFilter: Type.Optional(FilterList(`${SEND_CHANNELS.map((c) => c.channel).join(', ')} (or ${LOG_CHANNELS.join(', ')})`)),
+          userFilter: Type.Optional(FilterList()),
+          statusFilter: Type.Optional(FilterList(LOG_STATUSES.join(', '))),
+          trackingIds: Type.Optional(Type.Array(Type.String({ maxLength: MAX_TRACKING_ID_LENGTH }), { maxItems: MAX_FILTER_ITEMS })),
+          requestFilter: Type.Optional(FilterList('sends whose request body contains any of these strings')),
+          envIdFilter: Type.Optional(FilterList()),
+          customFilter: Type.Optional(Type.String({ description: 'not supported: refused with VALIDATION_FAILED' })),
+        }),
+        response: withErrors({ 200: Type.Object({ queryId: Type.String() }) }),
+      },
+    },
+    async (req) => ({ queryId: await service.startQuery(req.auth, fromOlderSdkQuery(req.body)) }),
   );
 }

@@ -4,11 +4,16 @@ import { PermanentJobError, type Queue } from '../../queue/port.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
 import { LOG_CHANNELS } from '../sending/channels.js';
 import { MessagesRepository } from '../sending/messages.repository.js';
-import type { MessageRow } from '../sending/sending.tables.js';
+import type { AttemptRow, MessageRow } from '../sending/sending.tables.js';
+import { type LogEvent, decodeCursor, encodeCursor, toLogEvent } from './log-events.js';
 import { type LogRecord, logStatus, toLogRecord } from './log-record.js';
 import { type LogFilters, LogsRepository } from './logs.repository.js';
 
 export const MAX_TRACKING_IDS = 25;
+/** GET /logs/tail: the SDK's "last 100 logs". */
+export const TAIL_SIZE = 100;
+export const DEFAULT_EVENTS_PAGE = 100;
+export const MAX_EVENTS_PAGE = 1000;
 /** Tracking ids are UUIDs (36 characters); anything much longer is not one. */
 export const MAX_TRACKING_ID_LENGTH = 64;
 /** Items per list filter of a log query, and characters per filter string. */
@@ -37,11 +42,25 @@ export const LOG_STATUSES = ['scheduled', 'canceled', 'processing', 'failed', 's
 
 export interface LogQueryInput {
   dateRangeFilter?: number[];
-  userFilter?: string;
+  /** One user, or (older server SDK) any of several. */
+  userFilter?: string | string[];
   envIdFilter?: string[];
-  statusFilter?: string;
+  /** One status, or (older server SDK) any of several. */
+  statusFilter?: string | string[];
   channelFilter?: string[];
   notificationFilter?: string[];
+  /** Older server SDK: only these sends. */
+  trackingIds?: string[];
+  /** Older server SDK: sends whose request body contains any of these strings. */
+  requestFilter?: string[];
+}
+
+/** What a stored query keeps beside its LogFilters: the filters applied to each log, not in SQL. */
+interface StoredFilters extends LogFilters {
+  rawStatus: string | null;
+  rawStatuses?: string[] | null;
+  rawChannels: string[] | null;
+  requestContains?: string[] | null;
 }
 
 /** Unix timestamps in seconds (as the SDK sends), also accepted in milliseconds (any value over 1e12). */
@@ -72,6 +91,24 @@ export class LogsService {
     return this.records(rows);
   }
 
+  /** GET /logs: the environment's delivery events, newest first, in pages linked by a cursor. */
+  async events(auth: AuthContext, input: { limit?: number; cursor?: string }): Promise<{ messages: LogEvent[]; nextCursor?: string }> {
+    const before = decodeCursor(input.cursor);
+    const limit = input.limit ?? DEFAULT_EVENTS_PAGE;
+    // One more than the page tells whether another page follows.
+    const rows = await this.repo.events(auth.accountId, requireEnv(auth), before, limit + 1);
+    const page = rows.slice(0, limit);
+    return { messages: page.map(toLogEvent), ...(rows.length > limit ? { nextCursor: encodeCursor(page[page.length - 1].id) } : {}) };
+  }
+
+  /** GET /logs/tail: the environment's newest log records (sends accepted up to now included). */
+  async tail(auth: AuthContext): Promise<LogRecord[]> {
+    const envId = requireEnv(auth);
+    await this.messages.flushAccepted();
+    const rows = await this.repo.findMessages({ accountId: auth.accountId, envIds: [envId], from: null, to: null, userId: null, notificationIds: null }, TAIL_SIZE);
+    return this.records(rows);
+  }
+
   async startQuery(auth: AuthContext, input: LogQueryInput): Promise<string> {
     const filters = this.filters(auth, input);
     const id = this.deps.ids.uuid();
@@ -80,7 +117,7 @@ export class LogsService {
         id,
         account_id: auth.accountId,
         env_id: requireEnv(auth),
-        filters: JSON.stringify({ ...filters, rawStatus: input.statusFilter ?? null, rawChannels: input.channelFilter ?? null }),
+        filters: JSON.stringify(filters),
         status: 'Running',
         result: null,
         error: null,
@@ -130,7 +167,6 @@ export class LogsService {
   async runQuery(queryId: string): Promise<void> {
     const row = await this.repo.findQueryForWork(queryId);
     if (!row || row.status !== 'Running') return;
-    type StoredFilters = LogFilters & { rawStatus: string | null; rawChannels: string[] | null };
     let stored: StoredFilters;
     try {
       stored = JSON.parse(row.filters) as StoredFilters;
@@ -142,18 +178,22 @@ export class LogsService {
     const candidates = await this.repo.findMessages(stored, MAX_QUERY_RESULTS * 4);
     const deliveries = await this.messages.deliveriesOf(candidates.map((m) => m.tracking_id));
     const byMessage = groupBy(deliveries, (d) => d.tracking_id);
-    const logs: string[] = [];
+    const kept: MessageRow[] = [];
     for (const message of candidates) {
       const own = byMessage.get(message.tracking_id) ?? [];
       if (stored.rawStatus && logStatus(message, own) !== stored.rawStatus) continue;
+      if (stored.rawStatuses?.length && !stored.rawStatuses.includes(logStatus(message, own))) continue;
+      if (stored.requestContains?.length && !stored.requestContains.some((text) => message.request.includes(text))) continue;
       if (stored.rawChannels?.length && !own.some((d) => d.routing === 'SEND' && stored.rawChannels!.includes(d.channel))) continue;
-      logs.push(JSON.stringify(toLogRecord(message, own)));
-      if (logs.length >= MAX_QUERY_RESULTS) break;
+      kept.push(message);
+      if (kept.length >= MAX_QUERY_RESULTS) break;
     }
+    const attempts = await this.attemptsOf(row.account_id, kept);
+    const logs = kept.map((message) => JSON.stringify(toLogRecord(message, byMessage.get(message.tracking_id) ?? [], attempts)));
     await this.repo.completeQuery(queryId, row.account_id, logs, this.deps.clock.now().toISOString());
   }
 
-  private filters(auth: AuthContext, input: LogQueryInput): LogFilters {
+  private filters(auth: AuthContext, input: LogQueryInput): StoredFilters {
     const range = input.dateRangeFilter;
     if (range !== undefined) {
       if (range.length !== 2) throw invalid(`dateRangeFilter must have exactly 2 items; got ${range.length}.`, 'Pass [startUnixSeconds, endUnixSeconds].');
@@ -163,8 +203,9 @@ export class LogsService {
       }
       if (toMs(range[0]) > toMs(range[1])) throw invalid('dateRangeFilter start is after its end.', 'Pass [start, end] with start <= end.');
     }
-    if (input.statusFilter !== undefined && !(LOG_STATUSES as readonly string[]).includes(input.statusFilter)) {
-      throw invalid(`statusFilter "${input.statusFilter}" is not one of ${LOG_STATUSES.join(', ')}.`);
+    const statuses = input.statusFilter === undefined ? [] : [input.statusFilter].flat();
+    for (const status of statuses) {
+      if (!(LOG_STATUSES as readonly string[]).includes(status)) throw invalid(`statusFilter "${status}" is not one of ${LOG_STATUSES.join(', ')}.`);
     }
     for (const channel of input.channelFilter ?? []) {
       if (!(LOG_CHANNELS as readonly string[]).includes(channel)) throw invalid(`channelFilter "${channel}" is not one of ${LOG_CHANNELS.join(', ')}.`);
@@ -183,14 +224,27 @@ export class LogsService {
       from: range ? toIso(range[0]) : null,
       // The end is inclusive to the second.
       to: range ? new Date(new Date(toIso(range[1])).getTime() + (range[1] > 1e12 ? 0 : 999)).toISOString() : null,
-      userId: input.userFilter ?? null,
+      userId: typeof input.userFilter === 'string' ? input.userFilter : null,
+      userIds: Array.isArray(input.userFilter) && input.userFilter.length ? input.userFilter : null,
       notificationIds: input.notificationFilter?.length ? input.notificationFilter : null,
+      trackingIds: input.trackingIds?.length ? input.trackingIds : null,
+      rawStatus: typeof input.statusFilter === 'string' ? input.statusFilter : null,
+      rawStatuses: Array.isArray(input.statusFilter) && input.statusFilter.length ? input.statusFilter : null,
+      rawChannels: input.channelFilter ?? null,
+      requestContains: input.requestFilter?.length ? input.requestFilter : null,
     };
   }
 
   private async records(rows: MessageRow[]): Promise<LogRecord[]> {
     const byMessage = groupBy(await this.messages.deliveriesOf(rows.map((m) => m.tracking_id)), (d) => d.tracking_id);
-    return rows.map((m) => toLogRecord(m, byMessage.get(m.tracking_id) ?? []));
+    const attempts = rows.length > 0 ? await this.attemptsOf(rows[0].account_id, rows) : new Map<string, AttemptRow[]>();
+    return rows.map((m) => toLogRecord(m, byMessage.get(m.tracking_id) ?? [], attempts));
+  }
+
+  /** The attempts of these messages' deliveries, by delivery id: read in the account and the environments the messages are in. */
+  private async attemptsOf(accountId: string, messages: MessageRow[]): Promise<Map<string, AttemptRow[]>> {
+    const envIds = [...new Set(messages.map((m) => m.env_id))];
+    return groupBy(await this.messages.attemptsOf({ accountId, envIds }, messages.map((m) => m.tracking_id)), (a) => a.delivery_id);
   }
 }
 

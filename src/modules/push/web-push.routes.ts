@@ -42,7 +42,8 @@ export function webPushRoutes(app: App, services: { webPush: WebPushService; ina
     const header = req.headers.authorization;
     if (userIdInPath === undefined && header && /^bearer\s/i.test(header)) {
       const envId = (req.query as Record<string, unknown> | undefined)?.envId;
-      const auth = await accountAuth.authenticate(header, typeof envId === 'string' ? envId : undefined);
+      // The metadata is what a web page shows anyway (logo, VAPID public key): a public key may read it.
+      const auth = await accountAuth.authenticate(header, typeof envId === 'string' ? envId : undefined, { publicKey: true });
       return { accountId: auth.accountId, envId: requireEnv(auth) };
     }
     const credentials = parseInappBasic(header, userIdInPath);

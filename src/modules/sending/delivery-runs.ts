@@ -30,6 +30,8 @@ interface Call {
   record: AttemptOutcome;
   outcome?: DeliverOutcome;
   failure?: DeliveryError;
+  /** A retry: how long until the next attempt (the provider's Retry-After, else the backoff). */
+  retryDelayMs?: number;
 }
 
 /**
@@ -64,10 +66,7 @@ export class DeliveryRuns {
     const recorded = calls.filter((c) => !unrecorded.has(c.index));
 
     for (const call of recorded) {
-      if (call.record.kind === 'retry') {
-        const failure = call.failure!;
-        results[call.index] = new RetryJobError(failure.message, failure.options.retryAfterMs ?? backoffDelay(call.record.attempt.attempt, { baseMs: this.retryBaseMs }));
-      }
+      if (call.record.kind === 'retry') results[call.index] = new RetryJobError(call.failure!.message, call.retryDelayMs);
     }
     for (const [index, err] of await this.afterRecorded(recorded)) results[index] ??= err;
     return results;
@@ -112,9 +111,13 @@ export class DeliveryRuns {
       const retry = failure.retryable && attempt < MAX_DELIVERY_ATTEMPTS;
       const row = attemptRow(this.deps.ids.uuid(), delivery.id, attempt, started, at, retry ? 'retry' : 'failed', failure.options.providerCode ?? failure.code, failure.message);
       const iso = at.toISOString();
-      const record: AttemptOutcome = retry
-        ? { kind: 'retry', deliveryId: delivery.id, attempt: row, at: iso }
-        : { kind: 'failed', deliveryId: delivery.id, attempt: row, failure: { at: iso, code: failure.code, reason: failure.message, extra: failureFields(delivery.channel, failure) } };
+      if (retry) {
+        // Decided now, so that the ledger's warning line can say when the next attempt is due.
+        const retryDelayMs = failure.options.retryAfterMs ?? backoffDelay(attempt, { baseMs: this.retryBaseMs });
+        const retryAt = new Date(at.getTime() + retryDelayMs).toISOString();
+        return { index, delivery, message, channel, failure, retryDelayMs, record: { kind: 'retry', deliveryId: delivery.id, attempt: row, at: iso, retryAt } };
+      }
+      const record: AttemptOutcome = { kind: 'failed', deliveryId: delivery.id, attempt: row, failure: { at: iso, code: failure.code, reason: failure.message, extra: failureFields(delivery.channel, failure) } };
       return { index, delivery, message, channel, failure, record };
     }
   }

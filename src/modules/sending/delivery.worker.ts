@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Deps } from '../../deps.js';
 import { asError, type JobContext, PermanentJobError, type Queue } from '../../queue/port.js';
 import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.js';
+import { emailConditionHolds } from './email-condition.js';
 import { RenderPool } from '../../rendering/render-pool.js';
 import type { Channel } from '../../http/schemas.js';
 import { type LedgerSession, successFields } from '../delivery/ledger.js';
@@ -16,7 +17,7 @@ import type { DeliverOutcome, Executors } from './executors/types.js';
 import { INGEST_SENDS_JOB } from './messages.journal.js';
 import { MessagesRepository } from './messages.repository.js';
 import { PlanningReads } from './planning-reads.js';
-import { routeChannels } from './routing.js';
+import { type SkipReason, routeChannels } from './routing.js';
 import { GateDecisions, type GateInput, gateInputOf, skipEvery } from './send-gates.js';
 import type { SendBody } from './sending.schemas.js';
 import { PROCESS_MESSAGE_JOB, normalizeSend } from './sending.service.js';
@@ -392,10 +393,23 @@ export class DeliveryWorker {
     const collected: CollectedDelivery[] = [];
     const forced = Boolean(body.forceChannels?.length);
     const skipped: Record<string, string> = {};
+    const emailCondition = body.options?.email?.condition;
     for (const decision of decisions) {
       if (decision.routing === 'SKIP') {
         skipped[logNameOf(decision.channel)] = decision.reason;
         continue;
+      }
+      let conditionError: TemplateRenderError | undefined;
+      if (decision.channel === 'EMAIL' && emailCondition) {
+        try {
+          if (!(await emailConditionHolds(this.renders, emailCondition, context))) {
+            skipped.email = 'CONDITION_NOT_MET' satisfies SkipReason;
+            continue;
+          }
+        } catch (err) {
+          if (!(err instanceof TemplateRenderError)) throw err;
+          conditionError = err;
+        }
       }
       const row: DeliveryRow = {
         id: this.deps.ids.uuid(),
@@ -420,6 +434,7 @@ export class DeliveryWorker {
         updated_at: now,
       };
       try {
+        if (conditionError) throw conditionError;
         const source = contents.get(decision.channel)!;
         const executor = this.executors[decision.channel]!;
         const rendered = await this.renders.render(decision.channel, source, context, { resolveComponents });

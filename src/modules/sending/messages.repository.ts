@@ -8,6 +8,8 @@ import type { AttemptRow, DeliveryRow, MessageRow, SendingDb, SendingTables } fr
 
 /** Message rows per INSERT (24 parameters each; within SQLite's and PostgreSQL's limits). */
 const MESSAGES_PER_INSERT = 500;
+/** Tracking ids per read of a log's attempts: well under either engine's bound-parameter limit. */
+const ATTEMPT_READ_CHUNK = 1000;
 
 /** Every column of a message row (the compiler checks the list is whole), in the order of the PostgreSQL column-array INSERT. */
 const MESSAGE_COLUMNS = Object.keys({
@@ -169,8 +171,27 @@ export class MessagesRepository {
     return this.db.selectFrom('deliveries').selectAll().where('tracking_id', 'in', trackingIds).execute();
   }
 
-  attemptsOf(deliveryId: string): Promise<AttemptRow[]> {
-    return this.db.selectFrom('delivery_attempts').selectAll().where('delivery_id', '=', deliveryId).orderBy('attempt').execute();
+  /**
+   * The attempts of the deliveries of these messages of one account's environments (a log's
+   * view), by delivery and attempt number. In chunks of tracking ids: a log query reads thousands.
+   */
+  async attemptsOf(scope: { accountId: string; envIds: string[] }, trackingIds: string[]): Promise<AttemptRow[]> {
+    const rows: AttemptRow[] = [];
+    if (scope.envIds.length === 0) return rows;
+    for (let i = 0; i < trackingIds.length; i += ATTEMPT_READ_CHUNK) {
+      const chunk = await this.db
+        .selectFrom('delivery_attempts')
+        .innerJoin('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id')
+        .selectAll('delivery_attempts')
+        .where('deliveries.account_id', '=', scope.accountId)
+        .where('deliveries.env_id', 'in', scope.envIds)
+        .where('deliveries.tracking_id', 'in', trackingIds.slice(i, i + ATTEMPT_READ_CHUNK))
+        .orderBy('delivery_attempts.delivery_id')
+        .orderBy('delivery_attempts.attempt')
+        .execute();
+      rows.push(...chunk);
+    }
+    return rows;
   }
 
   /** Worker-side read of a batch: the jobs carry the ids they were created with. */

@@ -17,6 +17,8 @@ export type SkipReason =
   | 'OFF_BY_DEFAULT'
   | 'DISABLED_FOR_ENVIRONMENT'
   | 'CHANNEL_UNAVAILABLE'
+  // options.email.condition evaluated false (email-condition.ts).
+  | 'CONDITION_NOT_MET'
   // The whole send, after routing (send-gates.ts): within the type's deduplication window, or over its throttle.
   | 'DEDUPLICATED'
   | 'THROTTLED';

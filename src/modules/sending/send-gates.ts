@@ -4,7 +4,7 @@ import type { CoreTables } from '../../storage/schema.js';
 import type { Deduplication, NotificationType, Throttling } from '../types/types.service.js';
 import type { SkipReason } from './routing.js';
 import { SendGatesRepository } from './send-gates.repository.js';
-import type { SendBody } from './sending.schemas.js';
+import { SEND_EXTENSION_PREFIX, type SendBody, parametersOf } from './sending.schemas.js';
 import type { MessageRow } from './sending.tables.js';
 
 /**
@@ -100,13 +100,14 @@ export function throttleKey(notificationId: string, userId: string, throttling: 
 }
 
 /** Keys whose values are not content: who it goes to (only the id counts), when, and the aliases folded in. */
-const NOT_CONTENT = new Set(['to', 'user', 'type', 'notificationId', 'schedule', 'parameters', 'mergeTags', 'subNotificationId', 'secondaryId']);
+const NOT_CONTENT = new Set(['to', 'user', 'type', 'notificationId', 'schedule', 'parameters', 'mergeTags', 'replace', 'subNotificationId', 'secondaryId']);
 
 /** sha256 of the send's type, user and content (the body but who and when), its keys in order. */
 export function contentFingerprint(notificationId: string, userId: string, body: SendBody): string {
   const content: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(body)) if (!NOT_CONTENT.has(key)) content[key] = value;
-  content.parameters = body.parameters ?? body.mergeTags ?? {};
+  // x-... fields are not interpreted (sending.schemas.ts), so not content either.
+  for (const [key, value] of Object.entries(body)) if (!NOT_CONTENT.has(key) && !key.startsWith(SEND_EXTENSION_PREFIX)) content[key] = value;
+  content.parameters = parametersOf(body);
   content.subNotificationId = body.subNotificationId ?? body.secondaryId ?? null;
   return createHash('sha256').update(canonicalJson([notificationId, userId, content])).digest('hex');
 }

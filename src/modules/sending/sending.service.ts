@@ -14,7 +14,8 @@ import { MessagesRepository } from './messages.repository.js';
 import { Batcher } from '../../storage/batcher.js';
 import { WorkTime } from '../../load.js';
 import { acceptedMessageRow } from './message-rows.js';
-import type { SendBody, SendResponse } from './sending.schemas.js';
+import { type SendBody, type SendResponse, parametersOf } from './sending.schemas.js';
+import { checkContent, noChannelMessage } from './send-warnings.js';
 import { type IntakeResult, type IntakeUnit, SendIntake } from './intake.js';
 import type { MessageRow } from './sending.tables.js';
 
@@ -48,10 +49,30 @@ export function normalizeSend(body: SendBody): NormalizedSend {
   return {
     type,
     to,
-    parameters: (body.parameters ?? body.mergeTags ?? {}),
+    parameters: parametersOf(body),
     subNotificationId: body.subNotificationId ?? body.secondaryId,
     body,
   };
+}
+
+/** A field and its older names: at most one of them per send, else one would be dropped unread. */
+const ALIASES = [
+  ['type', 'notificationId'],
+  ['to', 'user'],
+  ['parameters', 'mergeTags', 'replace'],
+  ['subNotificationId', 'secondaryId'],
+] as const satisfies readonly (readonly (keyof SendBody)[])[];
+
+/** A few property reads per send; the arrays are only built for the error. */
+export function refuseAliasConflicts(body: SendBody): void {
+  for (const names of ALIASES) {
+    let count = 0;
+    for (const name of names) if (body[name] !== undefined) count++;
+    if (count > 1) {
+      const given = names.filter((name) => body[name] !== undefined);
+      throw invalid(`${given.join(' and ')} are names of the same field: give one.`, `Send only ${names[0]} (${names.slice(1).join(', ')}: older names of it).`);
+    }
+  }
 }
 
 /** ISO 8601 date-time; a past time means now (null), more than a year ahead is refused. */
@@ -117,6 +138,7 @@ export class SendingService {
 
   /** Accepts a send: answered only once the message and its job are committed together. */
   async accept(ctx: SendContext, body: SendBody): Promise<SendResponse> {
+    refuseAliasConflicts(body);
     const send = normalizeSend(body);
     const now = this.deps.clock.now();
     const runAt = parseSchedule(body.schedule, now);
@@ -136,9 +158,17 @@ export class SendingService {
     const account = await this.account(ctx.accountId, now);
     const cycle = this.cycleStart(ctx.accountId, account, now);
 
-    const messages: string[] = [];
+    const content = checkContent(body);
+    const messages = content.messages;
     if (body.templateId && !(await this.templateExists(ctx, send.type, body.templateId))) {
       messages.push(`templateId "${body.templateId}" was not found for "${send.type}"; the default template of each channel is used.`);
+    }
+    if (content.templatesFor) {
+      // No inline content on a usable channel: only then a read, for the type's templates.
+      const templated = await new TemplatesRepository(this.deps.db).channelsWithTemplates(ctx.accountId, ctx.envId, send.type);
+      if (!content.templatesFor.some((channel) => templated.has(channel))) {
+        messages.push(noChannelMessage(send.type, content.templatesFor, Boolean(body.forceChannels?.length)));
+      }
     }
 
     const trackingId = this.deps.ids.uuid();
@@ -211,6 +241,7 @@ export class SendingService {
 
   /** Changes the body and/or time of a scheduled send that has not run yet. */
   async updateSchedule(ctx: SendContext, trackingId: string, body: SendBody): Promise<void> {
+    refuseAliasConflicts(body);
     const message = await this.scheduled(ctx, trackingId);
     const now = this.deps.clock.now();
     normalizeSend({ ...body, type: body.type ?? body.notificationId ?? message.notification_id, to: body.to ?? body.user ?? { id: message.user_id } });

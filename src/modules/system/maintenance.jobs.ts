@@ -2,6 +2,7 @@ import type { Deps } from '../../deps.js';
 import { AddressesRepository } from '../addresses/addresses.repository.js';
 import { InappRepository } from '../inapp/inapp.repository.js';
 import { LogsRepository } from '../logs/logs.repository.js';
+import { RateLimitsRepository } from '../rate-limits/rate-limits.repository.js';
 import { IdempotencyRepository } from '../sending/idempotency.repository.js';
 import { SendGatesRepository } from '../sending/send-gates.repository.js';
 import { TypesRepository } from '../types/types.repository.js';
@@ -14,8 +15,8 @@ const DAY_MS = 24 * 3600 * 1000;
 export interface Maintenance {
   /**
    * Purges old logs and delivery events (CLARION_LOG_RETENTION_DAYS), the in-app notifications and
-   * logs of types past their own `retention`, idempotency keys, ended dedup/throttle windows and
-   * log queries, now.
+   * logs of types past their own `retention`, idempotency keys, ended dedup/throttle windows,
+   * ended rate-limit windows and log queries, now.
    */
   purge: () => Promise<void>;
   /**
@@ -40,6 +41,8 @@ export function registerMaintenanceJobs(deps: Deps): Maintenance {
     // Deduplication claims and throttle counters whose window ended.
     await new SendGatesRepository(deps.db).purgeEndedBefore(new Date(now).toISOString());
     await new LogsRepository(deps.db).purgeQueriesBefore(new Date(now - DAY_MS).toISOString());
+    // Request rate-limit counters whose window ended (PostgreSQL; SQLite counts in memory).
+    await new RateLimitsRepository(deps.db).purgeEndedBefore(new Date(now).toISOString());
   };
   deps.queue.work(PURGE_JOB, () => purge(), { concurrency: 1 });
   return {

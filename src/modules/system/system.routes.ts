@@ -14,7 +14,8 @@ export function systemRoutes(app: App, deps: Deps, metrics: Registry): void {
       schema: {
         tags: ['health'],
         summary: 'Health, with a storage round trip',
-        response: { 200: Type.Object({ message: Type.String(), storage: Type.String() }), 503: Type.Ref('ErrorBody') },
+        // 400: a request Fastify refuses before any handler (an HTTP/1.1 request without Host).
+        response: { 200: Type.Object({ message: Type.String(), storage: Type.String() }), 400: Type.Ref('ErrorBody'), 503: Type.Ref('ErrorBody') },
       },
     },
     async (req, reply) => {

@@ -11,6 +11,8 @@ export interface PhoneNumbersTable {
   source: 'dev' | 'twilio';
   is_default: number;
   created_at: string;
+  /** Migration 0086: set when the account released the number (it no longer sends); null while active. */
+  released_at: string | null;
 }
 
 export interface SmsSendsTable {
@@ -72,12 +74,86 @@ export class TelephonyRepository {
 
   // --- numbers -------------------------------------------------------------------------------
 
+  /** The account's active numbers (the ones it sends from). */
   listNumbers(accountId: string): Promise<PhoneNumberRow[]> {
-    return this.db.selectFrom('phone_numbers').selectAll().where('account_id', '=', accountId).orderBy('created_at').orderBy('phone_number').execute();
+    return this.db
+      .selectFrom('phone_numbers')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('released_at', 'is', null)
+      .orderBy('created_at')
+      .orderBy('phone_number')
+      .execute();
   }
 
+  /** The account's numbers released at or after `since`, latest release first. */
+  listReleasedNumbers(accountId: string, since: string): Promise<PhoneNumberRow[]> {
+    return this.db
+      .selectFrom('phone_numbers')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('released_at', '>=', since)
+      .orderBy('released_at', 'desc')
+      .orderBy('phone_number')
+      .execute();
+  }
+
+  /** Whether the account ever had a number, released ones included. */
+  async hasAnyNumber(accountId: string): Promise<boolean> {
+    return (await this.db.selectFrom('phone_numbers').select('phone_number').where('account_id', '=', accountId).limit(1).executeTakeFirst()) !== undefined;
+  }
+
+  /** Which of `candidates` belong to an account (active or released). */
+  async takenNumbers(candidates: string[]): Promise<Set<string>> {
+    if (candidates.length === 0) return new Set();
+    const rows = await this.db.selectFrom('phone_numbers').select('phone_number').where('phone_number', 'in', candidates).execute();
+    return new Set(rows.map((r) => r.phone_number));
+  }
+
+  /** The number's row, active or released. */
   findNumber(phoneNumber: string): Promise<PhoneNumberRow | undefined> {
     return this.db.selectFrom('phone_numbers').selectAll().where('phone_number', '=', phoneNumber).executeTakeFirst();
+  }
+
+  /** The number's row while it is active (a number that sends). */
+  findActiveNumber(phoneNumber: string): Promise<PhoneNumberRow | undefined> {
+    return this.db.selectFrom('phone_numbers').selectAll().where('phone_number', '=', phoneNumber).where('released_at', 'is', null).executeTakeFirst();
+  }
+
+  /** Marks an active number of the account released; false when it has no such active number. */
+  async releaseNumber(accountId: string, phoneNumber: string, at: string): Promise<boolean> {
+    const res = await this.db
+      .updateTable('phone_numbers')
+      .set({ released_at: at, is_default: 0 })
+      .where('account_id', '=', accountId)
+      .where('phone_number', '=', phoneNumber)
+      .where('released_at', 'is', null)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  }
+
+  /** Makes a released number of the account active again, keeping its created_at. */
+  async reactivateNumber(accountId: string, phoneNumber: string, isDefault: boolean): Promise<boolean> {
+    const res = await this.db
+      .updateTable('phone_numbers')
+      .set({ released_at: null, is_default: isDefault ? 1 : 0 })
+      .where('account_id', '=', accountId)
+      .where('phone_number', '=', phoneNumber)
+      .where('released_at', 'is not', null)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
+  }
+
+  /** Gives a number released before `releasedBefore` (by any account) to `row`'s account; false when it is not such a number. */
+  async takeOverReleasedNumber(row: PhoneNumberRow, releasedBefore: string): Promise<boolean> {
+    const { phone_number: _number, ...fields } = row;
+    const res = await this.db
+      .updateTable('phone_numbers')
+      .set(fields)
+      .where('phone_number', '=', row.phone_number)
+      .where('released_at', '<', releasedBefore)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
   }
 
   /** Inserts a number; false when it already belongs to someone (this account or another). */

@@ -5,7 +5,8 @@ import { acceptFormBodies, formOf } from '../../http/form-body.js';
 import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import type { TelephonyCallbacks } from './callbacks.service.js';
-import type { NumbersService } from './numbers.service.js';
+import { AVAILABLE_LIMIT_DEFAULT, AVAILABLE_LIMIT_MAX, parseAvailableSearch } from './available-numbers.js';
+import { type NumbersService, RELEASE_HOLD_DAYS } from './numbers.service.js';
 
 const PhoneNumberSchema = Type.Object({
   phoneNumber: Type.String({ description: 'E.164' }),
@@ -14,9 +15,21 @@ const PhoneNumberSchema = Type.Object({
   countryCode: Type.String(),
   numberType: Type.String({ description: 'local or toll_free' }),
   billingStatus: Type.Union([Type.Literal('active'), Type.Literal('released')]),
-  nextBillingDate: Type.String(),
+  nextBillingDate: Type.String({ description: "YYYY-MM-DD; '' for a released number" }),
   monthlyPrice: Type.Number(),
+  releasedAt: Type.Optional(Type.String()),
 });
+
+const AvailableNumberSchema = Type.Object({
+  phoneNumber: Type.String({ description: 'E.164' }),
+  locality: Type.Optional(Type.String()),
+  administrativeArea: Type.Optional(Type.String({ description: 'state or province' })),
+  phoneNumberType: Type.Optional(Type.String({ description: 'local' })),
+  features: Type.Optional(Type.Array(Type.String(), { description: 'sms, mms, voice' })),
+  monthlyPrice: Type.Number({ description: 'what Clarion charges: 0 (Twilio bills its own rent)' }),
+});
+
+const PhoneNumberParam = Type.Object({ phoneNumber: Type.String({ minLength: 1, maxLength: 32, description: 'E.164, URL-encoded' }) });
 
 /**
  * SMS and calls: the account's numbers and the carrier's signed callbacks (status and inbound).
@@ -49,6 +62,49 @@ export async function telephonyRoutes(app: App, services: { numbers: NumbersServ
       },
     },
     (req) => numbers.order(req.auth.accountId, req.body.phoneNumber),
+  );
+
+  app.get(
+    '/numbers/available',
+    {
+      schema: {
+        tags: ['numbers'],
+        summary: 'Numbers the carrier can give the account: Twilio\'s local numbers in stock, or the development carrier\'s pool',
+        querystring: Type.Object({
+          countryCode: Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2, e.g. US' }),
+          features: Type.Optional(Type.String({ maxLength: 64, description: 'comma-separated: sms, mms, voice' })),
+          areaCode: Type.Optional(Type.String({ maxLength: 8 })),
+          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: AVAILABLE_LIMIT_MAX, description: `default ${AVAILABLE_LIMIT_DEFAULT}` })),
+        }),
+        response: withErrors({ 200: Type.Object({ numbers: Type.Array(AvailableNumberSchema) }), 502: Type.Ref('ErrorBody'), 503: Type.Ref('ErrorBody') }),
+      },
+    },
+    (req) => numbers.searchAvailable(parseAvailableSearch(req.query)),
+  );
+
+  app.get(
+    '/numbers/released',
+    {
+      schema: {
+        tags: ['numbers'],
+        summary: `The account's numbers released in the last ${RELEASE_HOLD_DAYS} days (order one to reactivate it)`,
+        response: withErrors({ 200: Type.Object({ numbers: Type.Array(PhoneNumberSchema) }) }),
+      },
+    },
+    (req) => numbers.listReleased(req.auth.accountId),
+  );
+
+  app.delete(
+    '/numbers/:phoneNumber',
+    {
+      schema: {
+        tags: ['numbers'],
+        summary: 'Release a number of the account: it no longer sends (a Twilio number is given back to Twilio)',
+        params: PhoneNumberParam,
+        response: withErrors({ 200: Type.Object({ phoneNumber: Type.String(), released: Type.Boolean(), releasedAt: Type.String() }), 502: Type.Ref('ErrorBody') }),
+      },
+    },
+    (req) => numbers.release(req.auth.accountId, req.params.phoneNumber),
   );
 
   // Carrier-facing routes take form bodies. Their parser lives in this encapsulated scope only,

@@ -72,6 +72,18 @@ export const IdentifyBody = Type.Object(
 );
 export type IdentifyBodyType = Static<typeof IdentifyBody>;
 
+/**
+ * A send's recipient (`to`, older clients' `user`): the identify fields, stored on the user as a
+ * send goes. Open, as the published clients send whole user objects (read-only fields included).
+ */
+export const RecipientSchema = Type.Object(
+  {
+    ...IdentifyBody.properties,
+    id: Type.Optional(Type.String({ description: 'the user; without it, email or number identifies (and names) them' })),
+  },
+  { additionalProperties: true, description: 'The recipient: id, email or number identifies them; other fields update the stored user.' },
+);
+
 export const UserSchema = Type.Object(
   {
     id: Type.String(),

@@ -343,7 +343,8 @@ const COLUMN_LISTS: readonly string[] = Object.freeze(
   }),
 );
 
-function emptyRow(accountId: string, envId: string, id: string, now: string): UserRow {
+/** A user with no contact yet, created at `now`: what identify starts from (tests seed users from it too). */
+export function emptyRow(accountId: string, envId: string, id: string, now: string): UserRow {
   return {
     env_id: envId,
     id,

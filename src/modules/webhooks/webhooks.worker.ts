@@ -4,12 +4,11 @@ import type { Clock, Ids } from '../../clock.js';
 import type { Secrets } from '../../secrets.js';
 import { type DispatchRoom, dispatchStep } from './dispatch.js';
 import type { WebhookOutbox } from './outbox.js';
-import { DISABLE_AFTER_MS, nextDelayMs, parseRetryAfter } from './schedule.js';
-import { type SigningKey, signatureHeaders, signingKey } from './signing.js';
+import { type Outcome, OutcomeRecorder } from './attempt-outcomes.js';
+import { signatureHeaders } from './signing.js';
+import { SigningKeyCache } from './signing-key-cache.js';
 import type { PostResult, WebhookSender } from './webhook-sender.js';
 import type { ClaimedDelivery, WebhooksRepository } from './webhooks.repository.js';
-import type { Updateable } from 'kysely';
-import type { AttemptTrigger, WebhookAttemptsTable, WebhookDeliveriesTable } from './webhooks.tables.js';
 
 /** Outcomes recorded per transaction at most before a flush goes at once. */
 const FLUSH_BATCH = 64;
@@ -29,13 +28,6 @@ export interface WebhookWorkerOptions {
   random?: () => number;
 }
 
-interface Outcome {
-  claim: ClaimedDelivery;
-  lease: string;
-  at: Date;
-  result: PostResult;
-}
-
 /** A committed claim: its lease and the deliveries this worker posts; `more` when it filled the room (more may be due). */
 interface Taken {
   lease: string;
@@ -43,20 +35,6 @@ interface Taken {
   more: boolean;
   /** Environments whose ledger events were all dispatched. */
   dispatched: { env_id: string; last_id: number }[];
-}
-
-interface EndpointHealth {
-  success: boolean;
-  failedAt: string | null;
-  gone: string | null;
-  lastError: string | null;
-}
-
-interface CachedKeys {
-  updatedAt: string;
-  current: SigningKey;
-  previous: SigningKey | null;
-  previousUntil: number;
 }
 
 /**
@@ -96,8 +74,8 @@ export class WebhookWorker {
   private running = false;
   private stopped = false;
   private readonly posts = new Set<Promise<void>>();
-  private readonly keys = new Map<string, CachedKeys>();
-  private readonly random: () => number;
+  private readonly signingKeys: SigningKeyCache;
+  private readonly recorder: OutcomeRecorder;
   private attemptsMade = 0;
 
   constructor(
@@ -107,7 +85,8 @@ export class WebhookWorker {
     private readonly sender: WebhookSender,
     private readonly options: WebhookWorkerOptions,
   ) {
-    this.random = options.random ?? Math.random;
+    this.signingKeys = new SigningKeyCache(deps.secrets);
+    this.recorder = new OutcomeRecorder(deps, options.random ?? Math.random);
   }
 
   start(): void {
@@ -310,7 +289,7 @@ export class WebhookWorker {
     const at = this.deps.clock.now();
     let result: PostResult;
     try {
-      const keys = this.signingKeys(claim, at.getTime());
+      const keys = this.signingKeys.keysFor(claim, at.getTime());
       result = await this.sender.post(claim.url, signatureHeaders(keys, claim.event_id, at.getTime(), claim.payload), claim.payload);
     } catch (err) {
       result = { statusCode: null, headers: {}, body: '', durationMs: 0, error: `INTERNAL: ${(err as Error).message}` };
@@ -321,22 +300,6 @@ export class WebhookWorker {
     this.active--;
     this.outcomes.push({ claim, lease, at, result });
     this.scheduleFlush();
-  }
-
-  /** The endpoint's secrets as signing keys, decrypted once per endpoint version (not per delivery). */
-  private signingKeys(claim: ClaimedDelivery, nowMs: number): SigningKey[] {
-    let cached = this.keys.get(claim.endpoint_id);
-    if (!cached || cached.updatedAt !== claim.endpoint_updated_at) {
-      cached = {
-        updatedAt: claim.endpoint_updated_at,
-        current: signingKey(this.deps.secrets.decrypt(claim.secret_enc)),
-        previous: claim.previous_secret_enc ? signingKey(this.deps.secrets.decrypt(claim.previous_secret_enc)) : null,
-        previousUntil: claim.previous_secret_until ? Date.parse(claim.previous_secret_until) : 0,
-      };
-      if (this.keys.size > 10_000) this.keys.clear();
-      this.keys.set(claim.endpoint_id, cached);
-    }
-    return cached.previous && nowMs < cached.previousUntil ? [cached.current, cached.previous] : [cached.current];
   }
 
   /**
@@ -371,14 +334,14 @@ export class WebhookWorker {
     let taken: Taken | null = null;
     try {
       taken = await this.repo.transaction(async (repo) => {
-        await this.record(repo, batch);
+        await this.recorder.record(repo, batch);
         return claimToo ? this.takeIn(repo) : null;
       });
     } catch (err) {
       this.deps.logger.error({ err, outcomes: batch.length }, 'webhooks: recording attempts failed');
       if (claimToo) {
         // The claim may be what failed: record alone, so that no attempt goes unrecorded for it.
-        await this.repo.transaction((repo) => this.record(repo, batch)).catch((again: unknown) => {
+        await this.repo.transaction((repo) => this.recorder.record(repo, batch)).catch((again: unknown) => {
           // Their leases run out and they are attempted again (at-least-once).
           this.deps.logger.error({ err: again, outcomes: batch.length }, 'webhooks: recording attempts failed');
         });
@@ -389,97 +352,4 @@ export class WebhookWorker {
     if (taken) this.launchAll(taken);
     if (this.running && (!claimToo || !taken || taken.more || this.claimAgain)) void this.claim();
   }
-
-  private async record(repo: WebhooksRepository, batch: Outcome[]): Promise<void> {
-    const attempts: WebhookAttemptsTable[] = [];
-    const health = new Map<string, EndpointHealth>();
-    /** Successes by claim: one UPDATE per claim (the lease fences a claim that ran out). */
-    const succeeded = new Map<string, { ids: string[]; at: string }>();
-    const settles: { id: string; lease: string; patch: Updateable<WebhookDeliveriesTable> }[] = [];
-    let healthNeeded = false;
-    for (const { claim, lease, at, result } of batch) {
-      const iso = at.toISOString();
-      const attempt = claim.attempts + 1;
-      const round = claim.round_attempts + 1;
-      const code = result.statusCode;
-      const success = code !== null && code >= 200 && code < 300;
-      const gone = code === 410;
-      const error = success ? null : (result.error ?? `HTTP ${code}${code !== null && code >= 300 && code < 400 ? ' (redirects are not followed)' : ''}`);
-      const delay = success || gone ? null : nextDelayMs(round, code === 429 || code === 503 ? parseRetryAfter(result.headers['retry-after'], at) : null, this.random);
-      const next = delay === null ? null : new Date(at.getTime() + delay).toISOString();
-      attempts.push({
-        id: this.deps.ids.uuid(),
-        delivery_id: claim.id,
-        endpoint_id: claim.endpoint_id,
-        event_id: claim.event_id,
-        event_type: claim.event_type,
-        account_id: claim.account_id,
-        env_id: claim.env_id,
-        attempt,
-        at: iso,
-        success: success ? 1 : 0,
-        status_code: code,
-        duration_ms: result.durationMs,
-        response: result.body || null,
-        error,
-        next_attempt_at: next,
-        trigger: triggerOf(claim),
-      });
-      if (success) {
-        const group = succeeded.get(lease) ?? { ids: [], at: iso };
-        group.ids.push(claim.id);
-        if (iso > group.at) group.at = iso;
-        succeeded.set(lease, group);
-      } else {
-        settles.push({
-          id: claim.id,
-          lease,
-          patch: { status: next ? 'pending' : 'failed', attempts: attempt, round_attempts: round, next_attempt_at: next ?? iso, lease: null, last_attempt_at: iso, last_error: error, updated_at: iso },
-        });
-      }
-      const h = health.get(claim.endpoint_id) ?? { success: false, failedAt: null, gone: null, lastError: null };
-      if (success) h.success = true;
-      else {
-        h.failedAt ??= iso;
-        h.lastError = error;
-        if (gone) h.gone = iso;
-      }
-      health.set(claim.endpoint_id, h);
-      // An endpoint that was fine and still is needs no write.
-      if (!success || claim.failing_since !== null) healthNeeded = true;
-    }
-    await repo.insertAttempts(attempts);
-    for (const [lease, group] of succeeded) await repo.markSucceeded(group.ids, lease, group.at);
-    for (const s of settles) await repo.settleDelivery(s.id, s.lease, s.patch);
-    if (healthNeeded) await this.updateHealth(repo, health);
-  }
-
-  /**
-   * Endpoint health: a success clears failing_since; a failure starts it; an endpoint failing
-   * for five days, or answering 410 Gone, is disabled with the reason shown on it, and its
-   * pending deliveries fail (POST /webhooks/{id}/recover sends them again once it is fixed).
-   */
-  private async updateHealth(repo: WebhooksRepository, health: Map<string, EndpointHealth>): Promise<void> {
-    const now = this.deps.clock.now();
-    for (const row of await repo.endpointsHealth([...health.keys()])) {
-      const h = health.get(row.id)!;
-      if (row.disabled_at) continue;
-      let reason: string | null = null;
-      if (h.gone) reason = `The endpoint answered 410 Gone at ${h.gone}; it was disabled. Update it (PUT) to enable it again.`;
-      else if (!h.success && row.failing_since && now.getTime() - Date.parse(row.failing_since) >= DISABLE_AFTER_MS) {
-        reason = `Every attempt failed since ${row.failing_since} (5 days); last error: ${h.lastError}. Update it (PUT) to enable it again.`;
-      }
-      if (reason) {
-        const at = now.toISOString();
-        await repo.setEndpointHealth(row.id, { disabled_at: at, disabled_reason: reason.slice(0, 1000) });
-        await repo.failPending(row.id, 'endpoint disabled', at);
-        this.deps.logger.warn({ endpointId: row.id }, 'webhooks: endpoint disabled');
-      } else if (h.success && row.failing_since) await repo.setEndpointHealth(row.id, { failing_since: null });
-      else if (!h.success && !row.failing_since) await repo.setEndpointHealth(row.id, { failing_since: h.failedAt });
-    }
-  }
-}
-
-function triggerOf(claim: ClaimedDelivery): AttemptTrigger {
-  return claim.round_attempts > 0 ? 'retry' : claim.attempts > 0 ? 'replay' : 'event';
 }

@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { type InappBatchPlan, batchPlanOf, batchingOf, planBatch } from '../../inapp/inapp.batching.js';
 import type { InappService, StoreBatchedResult, StoreInappInput } from '../../inapp/inapp.service.js';
 import type { CoreTables } from '../../../storage/schema.js';
+import { parametersOf } from '../sending.schemas.js';
 import { type ChannelExecutor, type DeliverInput, type DeliverOutcome, str } from './types.js';
 
 function storeInput({ message, content, body }: DeliverInput): StoreInappInput {
@@ -15,7 +16,7 @@ function storeInput({ message, content, body }: DeliverInput): StoreInappInput {
     title: str(content.title) ?? '',
     ...(str(content.redirectURL) ? { redirectURL: str(content.redirectURL) } : {}),
     ...(str(content.imageURL) ? { imageURL: str(content.imageURL) } : {}),
-    parameters: body.parameters ?? body.mergeTags ?? {},
+    parameters: parametersOf(body),
   };
 }
 

@@ -4,23 +4,8 @@ import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
 import type { SlackSettingsService } from '../../slack/slack.service.js';
 import type { UsersService } from '../../users/users.service.js';
-import type { SlackToken } from '../../users/users.types.js';
+import { userSlackToken } from '../../users/slack-token.js';
 import { type ManagedExecutor, str } from './types.js';
-
-/**
- * The token to post with. A user's slackToken is the OAuth v2 access response of the
- * workspace that installed the app: its top-level `access_token` is the bot token (xoxb-) of
- * that workspace, `authed_user.access_token` the installing user's token (xoxp-), used only
- * when the install granted no bot token. Without either, the environment's bot token.
- */
-export function userSlackToken(token: SlackToken | undefined): string | undefined {
-  if (!token || token.ok === false) return undefined;
-  const bot = typeof token.access_token === 'string' ? token.access_token.trim() : '';
-  if (bot) return bot;
-  const authed = token.authed_user as { access_token?: unknown } | undefined;
-  const user = typeof authed?.access_token === 'string' ? authed.access_token.trim() : '';
-  return user || undefined;
-}
 
 export function slackExecutor(deps: Deps, services: { users: UsersService; slackSettings: SlackSettingsService }): ManagedExecutor {
   const { users, slackSettings: settings } = services;

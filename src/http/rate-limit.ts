@@ -1,0 +1,137 @@
+import rateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor, normalizeIP } from '@fastify/rate-limit';
+import { Type } from '@sinclair/typebox';
+import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { Config } from '../config.js';
+import { AppError } from '../errors.js';
+import type { AuthContext } from '../modules/auth/auth-context.js';
+import type { HitCounter } from '../modules/rate-limits/hit-counters.js';
+import type { App } from './types.js';
+
+/**
+ * Routes no limit applies to (README: Rate limits): health and metrics (a load balancer or a
+ * scraper polls them from one address, and must see the truth when the API is busiest), the
+ * carrier's callbacks (they carry every account's delivery reports from a few provider addresses
+ * and prove themselves with signatures; a 429 would lose a report) and the development carrier's
+ * Twilio-protocol API (this server's own workers call it over loopback for every text and call).
+ */
+const UNLIMITED = new Set([
+  'GET /status',
+  'GET /metrics',
+  'POST /telephony/twilio/sms-status',
+  'POST /telephony/twilio/call-status',
+  'POST /telephony/twilio/inbound',
+  'POST /dev-carrier/2010-04-01/Accounts/:accountSid/Messages.json',
+  'POST /dev-carrier/2010-04-01/Accounts/:accountSid/Calls.json',
+  'GET /dev-carrier/2010-04-01/Accounts/:accountSid/Messages/:resource',
+  'GET /dev-carrier/2010-04-01/Accounts/:accountSid/Calls/:resource',
+]);
+
+const TOO_MANY = Type.Ref('ErrorBody', { description: 'RATE_LIMITED: over a rate limit; Retry-After says in how many seconds to retry (README: Rate limits).' });
+
+type RateLimitSettings = Pick<Config, 'rateLimitPerKey' | 'rateLimitPerIp' | 'rateLimitWindowMs'>;
+
+/**
+ * Rate limits with @fastify/rate-limit, counted by `counter` (in memory on SQLite, in the shared
+ * database on PostgreSQL): per client address on every route but the UNLIMITED ones, before
+ * authentication (failed credentials count too), and per credential on the routes that take
+ * server credentials, after authentication has named it. Over a limit: 429 RATE_LIMITED with
+ * Retry-After and x-ratelimit-* headers (below it, see limitHook). Unknown paths are not
+ * counted: a 404 costs less to answer than to count. Install after installAuth (its hook then
+ * runs between the two; checked).
+ */
+export async function installRateLimits(app: App, settings: RateLimitSettings, counter: HitCounter): Promise<void> {
+  const { rateLimitPerIp: perIp, rateLimitPerKey: perKey, rateLimitWindowMs: timeWindow } = settings;
+  if (perIp === null && perKey === null) return;
+  // global: false: the plugin adds no hook of its own; createRateLimit gives the two checks below,
+  // placed around authentication by the onRoute hook.
+  await app.register(rateLimit, { global: false, store: counterStore(counter), timeWindow });
+  const ipCheck = perIp === null ? null : app.createRateLimit({ max: perIp, keyGenerator: (request) => addressBucket(request.ip) });
+  const keyCheck = perKey === null ? null : app.createRateLimit({ max: perKey, keyGenerator: (request) => credentialBucket(request.auth) });
+  const byIp = ipCheck && limitHook(ipCheck, 'address', 'CLARION_RATE_LIMIT_PER_IP');
+  // A public key is in every page of its site, used by all of its visitors and readable by anyone:
+  // a count of its own would let one visitor spend every visitor's allowance. Per address only.
+  const byKey = keyCheck && limitHook(keyCheck, 'credential', 'CLARION_RATE_LIMIT_PER_KEY', (request) => request.auth.publicKey === true);
+
+  app.addHook('onRoute', (route) => {
+    const method = Array.isArray(route.method) ? route.method[0] : route.method;
+    if (UNLIMITED.has(`${method === 'HEAD' ? 'GET' : method} ${route.url}`)) return;
+    // installAuth's onRoute, which sets config.auth, put the credential check first of the route's
+    // own hooks: the address limit goes before it, the credential's after all of them.
+    if (route.config?.auth === undefined) throw new Error(`Route ${route.url}: install rate limits after installAuth.`);
+    const own = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
+    const keyed = byKey !== null && route.config.auth === 'account';
+    route.onRequest = [...(byIp ? [byIp] : []), ...own, ...(keyed ? [byKey] : [])] as typeof route.onRequest;
+    // The OpenAPI document lists the 429 of every limited operation that lists its answers.
+    const response = route.schema?.response as Record<string, unknown> | undefined;
+    if (response && !(429 in response)) route.schema = { ...route.schema, response: { ...response, 429: TOO_MANY } };
+  });
+}
+
+/** The bucket of a client address: IPv6 by its /64 (the plugin's normalizeIP); IPv4 as it is, without normalizeIP's IPv6 test. */
+function addressBucket(ip: string): string {
+  return `ip:${ip.includes(':') ? normalizeIP(ip) : ip}`;
+}
+
+/**
+ * The bucket of an authenticated caller: the API key's id (never the key), the environment of
+ * Basic client credentials, the account and subject of a JWT.
+ */
+function credentialBucket(auth: AuthContext): string {
+  if (auth.keyId !== undefined) return `key:${auth.keyId}`;
+  return auth.via === 'basic' ? `client:${auth.envId}` : `jwt:${auth.accountId}:${auth.subject ?? ''}`;
+}
+
+type Check = ReturnType<App['createRateLimit']>;
+
+/**
+ * An onRequest hook answering 429 past the limit, with Retry-After and the plugin's x-ratelimit-*
+ * headers. Below the limit the x-ratelimit-* headers come once half the window's allowance is
+ * used, of the tightest limit so far: three more headers on every answer cost about 8,500
+ * instructions per request (callgrind, a bare route over HTTP: 10% of it, 3% of POST /send), paid
+ * by every integration far from its limits; one nearing a limit sees them.
+ */
+function limitHook(check: Check, what: 'address' | 'credential', variable: string, exempt?: (request: FastifyRequest) => boolean): onRequestHookHandler {
+  return (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
+    if (exempt?.(request)) return done();
+    check(request).then((limit) => {
+      if (limit.isAllowed) return done();
+      if (limit.isExceeded) {
+        limitHeaders(reply, limit.max, 0, limit.ttlInSeconds).header('retry-after', limit.ttlInSeconds);
+        return done(
+          new AppError(
+            'RATE_LIMITED',
+            `Too many requests from this ${what}: at most ${limit.max} per ${limit.timeWindow / 1000} s.`,
+            `Retry after ${limit.ttlInSeconds} s (Retry-After), and spread requests over time; a server operator can raise ${variable}.`,
+          ),
+        );
+      }
+      if (limit.remaining <= limit.max / 2 && !(Number(reply.getHeader('x-ratelimit-remaining') ?? Infinity) <= limit.remaining)) {
+        limitHeaders(reply, limit.max, limit.remaining, limit.ttlInSeconds);
+      }
+      done();
+    }, done);
+  };
+}
+
+function limitHeaders(reply: FastifyReply, max: number, remaining: number, resetSeconds: number): FastifyReply {
+  return reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', remaining).header('x-ratelimit-reset', resetSeconds);
+}
+
+/** The plugin's store interface over a HitCounter; every limit shares it (buckets carry their kind). */
+function counterStore(counter: HitCounter): FastifyRateLimitStoreCtor {
+  return class CounterStore implements FastifyRateLimitStore {
+    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number): void {
+      try {
+        const window = counter.hit(key, timeWindow);
+        if (window instanceof Promise) window.then((w) => callback(null, { current: w.count, ttl: w.ttlMs }), (err: Error) => callback(err));
+        else callback(null, { current: window.count, ttl: window.ttlMs });
+      } catch (err) {
+        callback(err as Error);
+      }
+    }
+
+    child(): FastifyRateLimitStore {
+      return this;
+    }
+  };
+}

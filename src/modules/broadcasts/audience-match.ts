@@ -1,0 +1,42 @@
+import { Query } from 'mingo';
+import type { Properties } from '../users/users.types.js';
+
+/** The columns of a user that the filter reads. */
+export interface UserFilterColumns {
+  id: string;
+  email: string | null;
+  number: string | null;
+  timezone: string | null;
+  created_at: string;
+  properties: string | null;
+}
+
+/** The user document a filter is evaluated on: fields the user does not have are absent (as MongoDB has them). */
+// A type, not an interface: mingo takes documents with an index signature.
+export type UserDocument = {
+  id: string;
+  email?: string;
+  number?: string;
+  timezone?: string;
+  createdAt: string;
+  properties?: Properties;
+};
+
+export function userDocument(row: UserFilterColumns): UserDocument {
+  const doc: UserDocument = { id: row.id, createdAt: row.created_at };
+  if (row.email !== null) doc.email = row.email;
+  if (row.number !== null) doc.number = row.number;
+  if (row.timezone !== null) doc.timezone = row.timezone;
+  if (row.properties !== null) doc.properties = JSON.parse(row.properties) as Properties;
+  return doc;
+}
+
+/**
+ * A filter evaluated in memory by mingo (MongoDB's query semantics: type-bracketed comparisons,
+ * missing fields equal to null, $ne and $nin matching missing fields). Only for filters that
+ * parseFilter accepted: mingo would also run operators this language refuses.
+ */
+export function filterMatcher(filter: Record<string, unknown>): (row: UserFilterColumns) => boolean {
+  const query = new Query(filter, {});
+  return (row) => query.test(userDocument(row));
+}

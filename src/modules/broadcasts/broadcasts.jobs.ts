@@ -1,0 +1,60 @@
+import type { Deps } from '../../deps.js';
+import type { JobDb } from '../../queue/port.js';
+import type { BroadcastSending } from './broadcast-sending.js';
+import type { BroadcastRow } from './broadcasts.tables.js';
+
+export const FREEZE_JOB = 'broadcasts.freeze';
+export const START_DUE_JOB = 'broadcasts.start-due';
+
+interface FreezeJobData {
+  accountId: string;
+  envId: string;
+  broadcastId: string;
+}
+
+/**
+ * The jobs of broadcasts, enqueued in the transactions that call for them:
+ * - broadcasts.freeze: writes a sending broadcast's audience into recipients, a bounded number of
+ *   pages per run, then enqueues its own continuation (BroadcastSending.freeze). Any number may
+ *   run for one broadcast: each page is guarded by the freeze cursor it read.
+ * - broadcasts.start-due: starts every scheduled broadcast whose time has come. Each worker
+ *   process schedules it every minute (keyed by the minute: once a minute across processes, as
+ *   digests.sweep) and scheduling a broadcast enqueues one at its sendAt (keyed by that time), so
+ *   a broadcast starts on time, and after a restart at the latest a minute after the workers.
+ */
+export class BroadcastJobs {
+  constructor(private readonly deps: Pick<Deps, 'queue' | 'clock' | 'db'>) {}
+
+  async enqueueFreeze(db: JobDb, row: Pick<BroadcastRow, 'id' | 'account_id' | 'env_id'>): Promise<void> {
+    const data: FreezeJobData = { accountId: row.account_id, envId: row.env_id, broadcastId: row.id };
+    await this.deps.queue.enqueue(db, FREEZE_JOB, data, { maxAttempts: 10 });
+  }
+
+  async enqueueStart(db: JobDb, at: Date): Promise<void> {
+    await this.deps.queue.enqueue(db, START_DUE_JOB, {}, { key: `at ${at.toISOString()}`, runAt: at, maxAttempts: 3 });
+  }
+
+  /** This minute's sweep (one per minute across every process). */
+  scheduleSweep(): Promise<string> {
+    return this.deps.queue.enqueue(this.deps.db, START_DUE_JOB, {}, { key: this.deps.clock.now().toISOString().slice(0, 16), maxAttempts: 3 });
+  }
+}
+
+export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db'>, sending: BroadcastSending, jobs: BroadcastJobs): { scheduleSweep: () => Promise<string> } {
+  deps.queue.work<FreezeJobData>(
+    FREEZE_JOB,
+    async (data) => {
+      const scope = { accountId: data.accountId, envId: data.envId };
+      if ((await sending.freeze(scope, data.broadcastId)) === 'more') await jobs.enqueueFreeze(deps.db, { id: data.broadcastId, account_id: data.accountId, env_id: data.envId });
+    },
+    { concurrency: 2 },
+  );
+  deps.queue.work(
+    START_DUE_JOB,
+    async () => {
+      await sending.startDue();
+    },
+    { concurrency: 1 },
+  );
+  return { scheduleSweep: () => jobs.scheduleSweep() };
+}
