@@ -93,11 +93,15 @@ describe.each(STORAGE_KINDS)('one notification on every channel (%s)', (kind) =>
     expect(res.statusCode).toBe(200);
     const { trackingId } = res.json();
     const log = async () => (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs[0];
+    const done = ['email_sent_at', 'inapp_delivered_at', 'sms_delivered_at', 'call_delivered_at', 'web_push_sent_at', 'mobile_push_sent_at', 'slack_delivered_at'];
+    // Gives up before the test's own timeout, so that a failure names the channels still missing
+    // and what the log says about them.
     const record = await eventually(async () => {
       const r = await log();
-      const done = ['email_sent_at', 'inapp_delivered_at', 'sms_delivered_at', 'call_delivered_at', 'web_push_sent_at', 'mobile_push_sent_at', 'slack_delivered_at'];
-      return done.every((f) => r?.[f]) ? r : undefined;
-    }, 30_000, 'every channel delivered');
+      const missing = done.filter((f) => !r?.[f]);
+      if (missing.length > 0) throw new Error(`missing ${missing.join(', ')} in ${JSON.stringify(r)}`);
+      return r;
+    }, 40_000, 'every channel delivered');
 
     for (const channel of ['email', 'inapp', 'sms', 'call', 'web_push', 'mobile_push', 'slack']) {
       expect(record[`${channel}_routing`], channel).toBe('SEND');
@@ -123,5 +127,5 @@ describe.each(STORAGE_KINDS)('one notification on every channel (%s)', (kind) =>
 
     const posts = await slack.waitForPosts(1);
     expect(posts.map((p) => [p.channel, p.args.text, p.token])).toEqual([['C0OPS', ':red_circle: db-1 is down', 'xoxb-acme']]);
-  });
+  }, 60_000);
 });
