@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { type BrowserContext, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, freePort, spawnBuiltCli, waitForOutput } from '../helpers/process.js';
+import { ROOT, freePort, spawnCli, waitForOutput } from '../helpers/process.js';
 
 /** Debian's chromium package; .ci/run installs it. */
 const CHROMIUM = '/usr/bin/chromium';
@@ -21,7 +21,7 @@ describe('the docs page in a browser', () => {
   beforeAll(async () => {
     const port = await freePort();
     origin = `http://127.0.0.1:${port}`;
-    server = spawnBuiltCli(['serve'], { CLARION_DATA_DIR: dataDir, DATABASE_URL: '', HOST: '127.0.0.1', PORT: String(port) });
+    server = spawnCli(['serve'], { CLARION_DATA_DIR: dataDir, DATABASE_URL: '', HOST: '127.0.0.1', PORT: String(port) });
     await waitForOutput(server, /API key\s+clarion_sk_/);
   }, 180_000);
 
