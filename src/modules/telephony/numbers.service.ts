@@ -216,9 +216,15 @@ export class NumbersService {
 
   /** The account's default development number, allocated on first need; undefined once it released its numbers. */
   private async ensureDevNumber(accountId: string): Promise<PhoneNumberRow | undefined> {
-    const rows = await this.repo.listNumbers(accountId);
-    if (rows.length > 0) return rows.find((r) => r.is_default === 1) ?? rows[0];
-    if (await this.repo.hasAnyNumber(accountId)) return undefined;
+    const active = async () => {
+      const rows = await this.repo.listNumbers(accountId);
+      return rows.find((r) => r.is_default === 1) ?? rows[0];
+    };
+    const current = await active();
+    if (current) return current;
+    // Numbers, none active: released by the account (it gets no new one), or just allocated by a
+    // concurrent delivery of the same account (read again: that one is this account's too).
+    if (await this.repo.hasAnyNumber(accountId)) return active();
     for (let i = 0; i < 50; i++) {
       // A US geographic area code in use (a plausible local US number, never toll-free); the line is 555-01XX.
       let candidate: string;
@@ -233,10 +239,10 @@ export class NumbersService {
         created_at: this.deps.clock.now().toISOString(),
         released_at: null,
       };
-      if (await this.repo.insertNumber(row)) return row;
-      // A concurrent call may just have given this account its number.
-      const again = await this.repo.listNumbers(accountId);
-      if (again.length > 0) return again[0];
+      if (await this.repo.insertFirstDefaultNumber(row)) return row;
+      // A concurrent delivery may just have given this account its number (or taken the candidate).
+      const again = await active();
+      if (again) return again;
     }
     throw new AppError('SERVICE_UNAVAILABLE', 'No free development number is left.', 'Register a number with POST /numbers/order.');
   }

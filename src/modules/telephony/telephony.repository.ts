@@ -157,6 +157,20 @@ export class TelephonyRepository {
   }
 
   /** Inserts a number; false when it already belongs to someone (this account or another). */
+  /**
+   * Inserts the account's first default number unless another insert gave it one first (the
+   * unique index phone_numbers_one_default) or took the number; false when nothing was inserted.
+   */
+  async insertFirstDefaultNumber(row: PhoneNumberRow): Promise<boolean> {
+    const inserted = await this.db
+      .insertInto('phone_numbers')
+      .values(row)
+      .onConflict((oc) => oc.doNothing())
+      .returning('phone_number')
+      .executeTakeFirst();
+    return inserted !== undefined;
+  }
+
   async insertNumber(row: PhoneNumberRow): Promise<boolean> {
     const inserted = await this.db
       .insertInto('phone_numbers')
