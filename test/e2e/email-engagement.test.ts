@@ -174,6 +174,17 @@ describe.each(STORAGE_KINDS)('an email end to end: open, click, unsubscribe, rep
       email_inbound_resolution_type: 'in_reply_to',
     });
 
+    // What the endpoint answered to each event, once its attempt is recorded (just after the answer).
+    expect(await eventually(async () => {
+      const record = await log(trackingId);
+      return record?.email_inbound_webhook_delivered !== undefined && record?.email_opened_webhook_res && record?.email_clicked_webhook_res && record;
+    }, 10_000, 'the _webhook_ log fields')).toMatchObject({
+      email_opened_webhook_res: 'HTTP 200: ok',
+      email_clicked_webhook_res: 'HTTP 200: ok',
+      email_inbound_webhook_delivered: true,
+      email_inbound_webhook_res: 'HTTP 200: ok',
+    });
+
     // Sent when the worker read the clock after the peer's 250: at(0), or later if the reader was quicker.
     expect([0, 1, 2, 3, 4].map(at)).toContain((await log(trackingId))?.email_sent_at);
 
