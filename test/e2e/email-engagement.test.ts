@@ -4,7 +4,7 @@
 // https URL unsubscribes; a reply goes over SMTP to the inbound server. EMAIL_OPEN, EMAIL_CLICK,
 // EMAIL_UNSUBSCRIBE and EMAIL_INBOUND reach a loopback webhook endpoint signed for
 // pingram/webhooks and standardwebhooks, and GET /logs shows every log field, at the injected
-// clock's times.
+// clock's times, with what the endpoint answered to each event (`*_webhook_res`).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import nodemailer from 'nodemailer';

@@ -3,7 +3,9 @@
 // loopback webhook endpoint as SMS_INBOUND, and STOP / START also as SMS_UNSUBSCRIBE /
 // SMS_SUBSCRIBE, signed for pingram/webhooks and standardwebhooks. The events are committed with
 // the log fields and suppressions they report (present as soon as the carrier's request is
-// answered); a text from a number never sent to records nothing.
+// answered), and what the endpoint answered lands in the log once its attempt is recorded
+// (`sms_inbound_webhook_*`, `sms_unsubscribe_webhook_*`, `sms_subscribe_webhook_*`); a text from
+// a number never sent to records nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';

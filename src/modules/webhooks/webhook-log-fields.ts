@@ -24,7 +24,7 @@ export const RES_BODY_CHARS = 200;
  * The `_webhook_res` summary of a settled attempt (docs/webhooks.md): `HTTP <status>` and, when
  * the endpoint answered a body, `: ` and its first RES_BODY_CHARS characters with whitespace
  * runs folded to one space; with no answer at all, the reason (`TIMEOUT: ...`,
- * `CONNECTION_REFUSED: ...`, an SSRF refusal). Never a header, the secret or the signature.
+ * `NETWORK: ...`, `ADDRESS_BLOCKED: ...`: the SafeFetchError code and message). Never a header, the secret or the signature.
  */
 export function webhookRes(result: PostResult): string {
   if (result.statusCode === null) return result.error ?? 'no response';
