@@ -4,7 +4,7 @@
 // https URL unsubscribes; a reply goes over SMTP to the inbound server. EMAIL_OPEN, EMAIL_CLICK,
 // EMAIL_UNSUBSCRIBE and EMAIL_INBOUND reach a loopback webhook endpoint signed for
 // pingram/webhooks and standardwebhooks, and GET /logs shows every log field, at the injected
-// clock's times.
+// clock's times, with what the endpoint answered to each event (`*_webhook_res`).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import nodemailer from 'nodemailer';
@@ -172,6 +172,17 @@ describe.each(STORAGE_KINDS)('an email end to end: open, click, unsubscribe, rep
       email_inbound_subject: 'Re: Your order shipped',
       email_inbound_body_text: 'Thank you!\n',
       email_inbound_resolution_type: 'in_reply_to',
+    });
+
+    // What the endpoint answered to each event, once its attempt is recorded (just after the answer).
+    expect(await eventually(async () => {
+      const record = await log(trackingId);
+      return record?.email_inbound_webhook_delivered !== undefined && record?.email_opened_webhook_res && record?.email_clicked_webhook_res && record;
+    }, 10_000, 'the _webhook_ log fields')).toMatchObject({
+      email_opened_webhook_res: 'HTTP 200: ok',
+      email_clicked_webhook_res: 'HTTP 200: ok',
+      email_inbound_webhook_delivered: true,
+      email_inbound_webhook_res: 'HTTP 200: ok',
     });
 
     // Sent when the worker read the clock after the peer's 250: at(0), or later if the reader was quicker.

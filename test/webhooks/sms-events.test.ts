@@ -3,7 +3,9 @@
 // loopback webhook endpoint as SMS_INBOUND, and STOP / START also as SMS_UNSUBSCRIBE /
 // SMS_SUBSCRIBE, signed for pingram/webhooks and standardwebhooks. The events are committed with
 // the log fields and suppressions they report (present as soon as the carrier's request is
-// answered); a text from a number never sent to records nothing.
+// answered), and what the endpoint answered lands in the log once its attempt is recorded
+// (`sms_inbound_webhook_*`, `sms_unsubscribe_webhook_*`, `sms_subscribe_webhook_*`); a text from
+// a number never sent to records nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -106,6 +108,11 @@ describe.each(STORAGE_KINDS)('SMS events through the development carrier (%s)', 
     expect(Date.parse(String(event.details.sms_sent_at))).toBeLessThanOrEqual(Date.parse(event.occurredAt));
     // Not an opt-out keyword: no (un)subscribe event.
     expect(await stored('SMS_UNSUBSCRIBE', trackingId)).toHaveLength(0);
+    // What the endpoint answered, in the log once the attempt is recorded.
+    expect(await eventually(async () => {
+      const record = await log(trackingId);
+      return record?.sms_inbound_webhook_delivered !== undefined && record;
+    }, 10_000, 'sms_inbound_webhook_delivered')).toMatchObject({ sms_inbound_webhook_delivered: true, sms_inbound_webhook_res: 'HTTP 200: ok' });
   });
 
   it('STOP is SMS_INBOUND and SMS_UNSUBSCRIBE, with the suppression; START is SMS_SUBSCRIBE and lifts it', async () => {
@@ -126,6 +133,17 @@ describe.each(STORAGE_KINDS)('SMS events through the development carrier (%s)', 
     expect(subscribe.details.sms_subscribed_at).toBe(subscribe.occurredAt);
     const again = await sendSms({ id: user.id });
     expect((await log(again))?.sms_routing).toBe('SEND');
+    // The opt-out events' answers are in the log of the send they answer.
+    expect(await eventually(async () => {
+      const record = await log(trackingId);
+      return record?.sms_subscribe_webhook_delivered !== undefined && record?.sms_unsubscribe_webhook_delivered !== undefined && record;
+    }, 10_000, 'sms_(un)subscribe_webhook_delivered')).toMatchObject({
+      sms_inbound_webhook_delivered: true,
+      sms_unsubscribe_webhook_delivered: true,
+      sms_unsubscribe_webhook_res: 'HTTP 200: ok',
+      sms_subscribe_webhook_delivered: true,
+      sms_subscribe_webhook_res: 'HTTP 200: ok',
+    });
   });
 
   it('a text, STOP included, from a number never sent to from this number records nothing and emits nothing', async () => {

@@ -368,6 +368,23 @@ export class LedgerSession {
     return true;
   }
 
+  /**
+   * Merges log fields into messages' deliveries found by tracking id and channel, all in one
+   * statement, without a read or a transition (the webhook worker's outcomes: a settled
+   * delivery's `*_webhook_res` fields, batched with its attempts). Fields for the same delivery
+   * are merged here first, later ones winning.
+   */
+  async mergeMessageDetails(items: { trackingId: string; accountId: string; envId: string; channel: string; fields: Record<string, unknown> }[], at: string): Promise<void> {
+    const byDelivery = new Map<string, { identity: MessageIdentity & { channel: string }; fields: Record<string, unknown> }>();
+    for (const item of items) {
+      const key = `${item.accountId}\n${item.envId}\n${item.trackingId}\n${item.channel}`;
+      const entry = byDelivery.get(key);
+      if (entry) Object.assign(entry.fields, item.fields);
+      else byDelivery.set(key, { identity: { tracking_id: item.trackingId, account_id: item.accountId, env_id: item.envId, channel: item.channel }, fields: { ...item.fields } });
+    }
+    await this.repo.mergeExtraByMessage([...byDelivery.values()].map((e) => ({ ...e.identity, extra: JSON.stringify(e.fields) })), at);
+  }
+
   /** mergeDeliveryDetails for a message's delivery on `channel` in `envId` (an unsubscribe on its email's log). */
   async mergeChannelDetails(trackingId: string, envId: string, channel: string, fields: Record<string, unknown>, at: string): Promise<boolean> {
     const deliveryId = await this.repo.deliveryIdOf(trackingId, envId, channel);

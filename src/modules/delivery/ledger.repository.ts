@@ -19,6 +19,13 @@ export interface DeliveryIdentity extends MessageIdentity {
 const DELIVERY_VALUE_COLUMNS = ['status', 'attempts', 'sent_at', 'delivered_at', 'provider_message_id', 'extra', 'updated_at'] as const;
 export type DeliveryValues = { id: string } & Pick<DeliveryRow, (typeof DELIVERY_VALUE_COLUMNS)[number]>;
 
+/** Log fields to merge into a message's delivery on one channel (mergeExtraByMessage). */
+export interface ExtraByMessage extends MessageIdentity {
+  channel: string;
+  /** A JSON object's text. */
+  extra: string;
+}
+
 /** A delivery someone engaged with (opened, clicked), with what its event needs. */
 export interface EngagedDelivery extends DeliveryIdentity {
   status: string;
@@ -198,6 +205,24 @@ export class LedgerRepository {
       .select(['d.id', 'd.tracking_id', 'd.account_id', 'd.env_id', 'd.channel', 'd.status', 'd.extra', 'm.user_id', 'm.notification_id'])
       .where('d.id', '=', deliveryId)
       .executeTakeFirst();
+  }
+
+  /**
+   * Merges log fields (`extra`, a JSON object's text) into the delivery of each row's message on
+   * its channel, in its account and environment: one statement for all rows (they travel as one
+   * JSON parameter), merged as a transition merges them (mergedExtra). One row per delivery: the
+   * caller merged those of the same one. A message that is gone (purged) changes nothing.
+   */
+  async mergeExtraByMessage(rows: ExtraByMessage[], at: string): Promise<void> {
+    if (rows.length === 0) return;
+    const json = JSON.stringify(rows);
+    const values =
+      this.dialect === 'postgres'
+        ? sql`jsonb_to_recordset(${json}::jsonb) AS v(tracking_id text, channel text, account_id text, env_id text, extra text)`
+        : sql`(SELECT value ->> 'tracking_id' AS tracking_id, value ->> 'channel' AS channel, value ->> 'account_id' AS account_id, value ->> 'env_id' AS env_id, value ->> 'extra' AS extra FROM json_each(${json})) AS v`;
+    await sql`
+      UPDATE deliveries SET extra = ${this.mergedExtra(sql.ref('deliveries.extra'), sql.ref('v.extra'))}, updated_at = ${at} FROM ${values}
+      WHERE deliveries.tracking_id = v.tracking_id AND deliveries.channel = v.channel AND deliveries.account_id = v.account_id AND deliveries.env_id = v.env_id`.execute(this.db);
   }
 
   async setDeliveryExtra(deliveryId: string, extra: string | null, at: string): Promise<void> {

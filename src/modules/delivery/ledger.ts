@@ -15,7 +15,7 @@
  *   environment never misses a row, which a sequence or autoincrement cannot promise (a smaller
  *   id may commit after a larger one has been read). On SQLite writers are serialized anyway.
  * - Not transitions, so no event: a retry (the delivery stays pending; the attempt is recorded),
- *   merged log fields (inbound SMS, replies), and acceptance, which the intake writes (its
+ *   merged log fields (inbound SMS, replies, webhook outcomes), and acceptance, which the intake writes (its
  *   new -> queued | scheduled is in the table for when the intake records it).
  * - Retract (LedgerSession.retract): messages not processed yet, pending deliveries and in-app
  *   deliveries become retracted; the rest stays as it is.

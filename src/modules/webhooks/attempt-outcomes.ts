@@ -1,7 +1,9 @@
 import type { Updateable } from 'kysely';
 import type { Logger } from 'pino';
 import type { Clock, Ids } from '../../clock.js';
+import type { DeliveryLedger } from '../delivery/ledger.js';
 import { DISABLE_AFTER_MS, nextDelayMs, parseRetryAfter } from './schedule.js';
+import { webhookLogFields } from './webhook-log-fields.js';
 import type { PostResult } from './webhook-sender.js';
 import type { ClaimedDelivery, WebhooksRepository } from './webhooks.repository.js';
 import type { AttemptTrigger, WebhookAttemptsTable, WebhookDeliveriesTable } from './webhooks.tables.js';
@@ -21,14 +23,26 @@ interface EndpointHealth {
   lastError: string | null;
 }
 
+/** A settled delivery's fields for its message's log (webhook-log-fields.ts). */
+interface LogOutcome {
+  trackingId: string;
+  accountId: string;
+  envId: string;
+  channel: string;
+  fields: Record<string, unknown>;
+}
+
 /**
  * Records a batch of outcomes in the caller's transaction: every attempt row, the deliveries'
  * new states (successes one UPDATE per claim, fenced by its lease; failures rescheduled on the
- * retry schedule or failed), and the endpoints' health where it changed.
+ * retry schedule or failed), the endpoints' health where it changed, and, for deliveries that
+ * settled (a 2xx, or a failure with no retry left) of an event of a message, what the endpoint
+ * answered in that message's log (`*_webhook_res`, `*_webhook_delivered`): written by the
+ * delivery ledger, the one writer of deliveries, in one statement per batch.
  */
 export class OutcomeRecorder {
   constructor(
-    private readonly deps: { clock: Clock; ids: Ids; logger: Logger },
+    private readonly deps: { clock: Clock; ids: Ids; logger: Logger; ledger: Pick<DeliveryLedger, 'session'> },
     private readonly random: () => number,
   ) {}
 
@@ -38,6 +52,7 @@ export class OutcomeRecorder {
     /** Successes by claim: one UPDATE per claim (the lease fences a claim that ran out). */
     const succeeded = new Map<string, { ids: string[]; at: string }>();
     const settles: { id: string; lease: string; patch: Updateable<WebhookDeliveriesTable> }[] = [];
+    const logs: LogOutcome[] = [];
     let healthNeeded = false;
     for (const { claim, lease, at, result } of batch) {
       const iso = at.toISOString();
@@ -67,6 +82,11 @@ export class OutcomeRecorder {
         next_attempt_at: next,
         trigger: triggerOf(claim),
       });
+      // Settled: with several endpoints on one event, the last settled attempt's answer is kept.
+      if (claim.tracking_id && (success || next === null)) {
+        const log = webhookLogFields(claim.event_type, success, result);
+        if (log) logs.push({ trackingId: claim.tracking_id, accountId: claim.account_id, envId: claim.env_id, ...log });
+      }
       if (success) {
         const group = succeeded.get(lease) ?? { ids: [], at: iso };
         group.ids.push(claim.id);
@@ -94,6 +114,11 @@ export class OutcomeRecorder {
     for (const [lease, group] of succeeded) await repo.markSucceeded(group.ids, lease, group.at);
     for (const s of settles) await repo.settleDelivery(s.id, s.lease, s.patch);
     if (healthNeeded) await this.updateHealth(repo, health);
+    if (logs.length > 0) {
+      const ledger = this.deps.ledger.session(repo.executor());
+      await ledger.mergeMessageDetails(logs, this.deps.clock.now().toISOString());
+      await ledger.flush();
+    }
   }
 
   /**

@@ -96,6 +96,7 @@ export class WebhookOutbox {
           event_type: event.type,
           account_id: event.accountId,
           env_id: event.envId,
+          tracking_id: event.payload.trackingId || null,
           attempts: 0,
           round_attempts: 0,
           payload,

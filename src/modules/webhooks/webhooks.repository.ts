@@ -29,6 +29,8 @@ export interface ClaimedDelivery {
   event_type: string;
   account_id: string;
   env_id: string;
+  /** The event's message (webhook_events.tracking_id): its log gets the outcome (webhook-log-fields.ts). */
+  tracking_id: string | null;
   attempts: number;
   round_attempts: number;
   payload: string;
@@ -81,6 +83,11 @@ export class WebhooksRepository {
   /** Runs `work` in a transaction, with a repository over it. */
   transaction<T>(work: (repo: WebhooksRepository) => Promise<T>): Promise<T> {
     return this.db.transaction().execute((trx) => work(new WebhooksRepository(trx as unknown as Kysely<CoreTables>, this.dialect, this.sqlite)));
+  }
+
+  /** The connection or transaction this repository runs on (the ledger's session joins the worker's transaction over it). */
+  executor(): Kysely<CoreTables> {
+    return this.db as unknown as Kysely<CoreTables>;
   }
 
   /** A repository over the caller's transaction (producers that emit events with their own writes). */
@@ -282,6 +289,7 @@ export class WebhooksRepository {
         'd.env_id',
         'd.attempts',
         'd.round_attempts',
+        'e.tracking_id',
         'e.payload',
         'p.url',
         'p.secret_enc',
@@ -455,7 +463,7 @@ function claimDueSqlite(
 ): ClaimedDelivery[] {
   const rows = sqlite
     .prepare(
-      `SELECT d.id, d.endpoint_id, d.event_id, d.event_type, d.account_id, d.env_id, d.attempts, d.round_attempts, e.payload, p.url, p.secret_enc,
+      `SELECT d.id, d.endpoint_id, d.event_id, d.event_type, d.account_id, d.env_id, d.attempts, d.round_attempts, e.tracking_id, e.payload, p.url, p.secret_enc,
         p.previous_secret_enc, p.previous_secret_until, p.updated_at AS endpoint_updated_at, p.failing_since
       FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id JOIN webhook_endpoints p ON p.id = d.endpoint_id
       WHERE d.status = 'pending' AND d.next_attempt_at <= @now AND p.disabled_at IS NULL AND d.endpoint_id NOT IN (SELECT value FROM json_each(@skip))

@@ -62,7 +62,7 @@ export class WebhooksService {
   readonly sender: WebhookSender;
 
   constructor(
-    private readonly deps: Pick<Deps, 'db' | 'storage' | 'clock' | 'ids' | 'logger' | 'secrets' | 'config'>,
+    private readonly deps: Pick<Deps, 'db' | 'storage' | 'clock' | 'ids' | 'logger' | 'secrets' | 'config' | 'ledger'>,
     options: Partial<WebhookWorkerOptions> = {},
   ) {
     this.repo = new WebhooksRepository(deps.db, deps.storage.dialect, deps.storage.sqlite);

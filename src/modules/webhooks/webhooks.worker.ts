@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock, Ids } from '../../clock.js';
+import type { DeliveryLedger } from '../delivery/ledger.js';
 import type { Secrets } from '../../secrets.js';
 import { type DispatchRoom, dispatchStep } from './dispatch.js';
 import type { WebhookOutbox } from './outbox.js';
@@ -79,7 +80,7 @@ export class WebhookWorker {
   private attemptsMade = 0;
 
   constructor(
-    private readonly deps: { clock: Clock; ids: Ids; logger: Logger; secrets: Secrets },
+    private readonly deps: { clock: Clock; ids: Ids; logger: Logger; secrets: Secrets; ledger: Pick<DeliveryLedger, 'session'> },
     private readonly repo: WebhooksRepository,
     private readonly outbox: WebhookOutbox,
     private readonly sender: WebhookSender,
