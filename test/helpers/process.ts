@@ -36,6 +36,7 @@ export function spawnScript(file: string, args: string[], env: NodeJS.ProcessEnv
 export function ensureBuilt(): void {
   const main = path.join(ROOT, 'dist/main.js');
   if (fs.existsSync(main) && fs.statSync(main).mtimeMs >= newestSourceChange()) return;
+  console.log('[clarion tests] building dist (npm run build): the CLI and server tests start the built CLI');
   const build = spawnSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, encoding: 'utf8' });
   if (build.status !== 0) throw new Error(`npm run build failed: ${build.stdout}${build.stderr}`);
 }
