@@ -12,6 +12,7 @@ import { type DnsTestServer, startDnsServer } from '../helpers/dns-server.js';
 import { verifySenderDomain } from '../helpers/sender-domains.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { broadcastsDb } from '../../src/modules/broadcasts/broadcasts.tables.js';
+import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
 
 const RATE = 100;
 const FROM = 'news@bulk.example.test';
@@ -52,7 +53,7 @@ describe.each(STORAGE_KINDS)('broadcast pacing, pause, resume and cancel (%s)', 
   }
   const handedOver = async (ids: string[]) => (await recipients(ids)).filter((r) => r.tracking_id !== null);
   const messagesOf = async (trackingIds: string[]) =>
-    t.deps.db.selectFrom('messages').select('tracking_id').where('tracking_id', 'in', trackingIds).execute();
+    t.deps.db.withTables<SendingTables>().selectFrom('messages').select('tracking_id').where('tracking_id', 'in', trackingIds).execute();
 
   beforeAll(async () => {
     dns = await startDnsServer();
