@@ -2,7 +2,8 @@
 // each recipient gets one mail through the email path (its own trackingId, merge tags rendered
 // with the user, the broadcast's sender and reply-to, tracking and List-Unsubscribe headers); a
 // peer refusing an address makes a bounce; opens, clicks and a one-click unsubscribe through the
-// engagement routes; the recipients and metrics follow, and the broadcast becomes sent.
+// engagement routes; the recipients and metrics follow, and the broadcast becomes sent. The
+// EMAIL_* webhook events of its recipients carry the broadcastId (a plain send's do not).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callAs, createDraft, seedUsers, userRow } from '../helpers/broadcasts.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -10,8 +11,10 @@ import { hrefs, pixelOf, unsubscribeUrls } from '../helpers/mail-links.js';
 import { type SmtpPeer, startSmtpPeer } from '../helpers/smtp-peer.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const PUBLIC_URL = 'https://clarion.example';
+const EVENTS = ['EMAIL_DELIVERED', 'EMAIL_FAILED', 'EMAIL_OPEN', 'EMAIL_CLICK', 'EMAIL_UNSUBSCRIBE'];
 
 interface Recipient {
   userId: string;
@@ -29,6 +32,7 @@ interface Recipient {
 describe.each(STORAGE_KINDS)('broadcast delivery (%s)', (kind) => {
   let t: TestContext;
   let smtp: SmtpPeer;
+  let receiver: WebhookReceiver;
   const call = (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: unknown) => callAs(t, method, url, payload);
   const status = async (id: string) => (await call('GET', `/broadcasts/${id}`)).json<{ status: string }>().status;
   const recipients = async (id: string) => (await call('GET', `/broadcasts/${id}/recipients`)).json<{ recipients: Recipient[] }>().recipients;
@@ -37,7 +41,10 @@ describe.each(STORAGE_KINDS)('broadcast delivery (%s)', (kind) => {
 
   beforeAll(async () => {
     smtp = await startSmtpPeer({ reject: { 'gone@example.com': 550 } });
-    t = await createTestContext(kind, { workers: true, config: { smtpUrl: smtp.url, allowPrivateNetworks: true, publicUrl: PUBLIC_URL } });
+    receiver = await new WebhookReceiver().start();
+    t = await createTestContext(kind, { workers: true, config: { smtpUrl: smtp.url, allowPrivateNetworks: true, publicUrl: PUBLIC_URL, webhookPollMs: 20 } });
+    t.services.webhooks.worker.start();
+    expect((await call('POST', '/webhooks', { webhook: receiver.url, events: EVENTS })).statusCode).toBe(200);
     await seedUsers(t, [
       userRow(t, 'reader-1', { email: 'reader-1@example.com', properties: '{"plan":"pro","first":"Ada"}' }),
       userRow(t, 'reader-2', { email: 'reader-2@example.com', properties: '{"plan":"pro","first":"Alan"}' }),
@@ -49,6 +56,7 @@ describe.each(STORAGE_KINDS)('broadcast delivery (%s)', (kind) => {
   afterAll(async () => {
     await t?.close();
     await smtp?.close();
+    await receiver?.close();
   });
 
   it('sends each recipient one mail through the email path; bounces, opens, clicks and unsubscribes reach recipients and metrics', async () => {
@@ -117,5 +125,21 @@ describe.each(STORAGE_KINDS)('broadcast delivery (%s)', (kind) => {
     expect(transitions.at(-1)).toMatchObject({ operation: 'complete', actor: 'system' });
     // Nobody got it twice.
     expect(smtp.messages).toHaveLength(3);
+
+    // The webhook events of its recipients carry the broadcastId; a plain send's do not.
+    const plain = (await call('POST', '/send', { type: 'newsletter', to: { id: 'reader-1' }, email: { subject: 'Plain', html: '<p>Plain</p>' } })).json<{ trackingId: string }>().trackingId;
+    const payloads = () => receiver.requests.map((r) => JSON.parse(r.body) as { eventType: string; trackingId: string; broadcastId?: string });
+    const seen = (type: string, trackingId: string) => payloads().find((p) => p.eventType === type && p.trackingId === trackingId);
+    await eventually(
+      () => Boolean(seen('EMAIL_DELIVERED', plain) && seen('EMAIL_FAILED', of('reader-4').trackingId!) && seen('EMAIL_UNSUBSCRIBE', of('reader-3').trackingId!) && seen('EMAIL_CLICK', of('reader-2').trackingId!) && seen('EMAIL_OPEN', of('reader-1').trackingId!)),
+      15_000,
+      'the webhook events',
+    );
+    for (const user of ['reader-1', 'reader-2', 'reader-3']) expect(seen('EMAIL_DELIVERED', of(user).trackingId!)).toMatchObject({ broadcastId: id });
+    expect(seen('EMAIL_FAILED', of('reader-4').trackingId!)).toMatchObject({ broadcastId: id, failureCode: 'SMTP_RECIPIENT_REJECTED' });
+    expect(seen('EMAIL_OPEN', of('reader-1').trackingId!)).toMatchObject({ broadcastId: id });
+    expect(seen('EMAIL_CLICK', of('reader-2').trackingId!)).toMatchObject({ broadcastId: id });
+    expect(seen('EMAIL_UNSUBSCRIBE', of('reader-3').trackingId!)).toMatchObject({ broadcastId: id });
+    expect(seen('EMAIL_DELIVERED', plain)).not.toHaveProperty('broadcastId');
   });
 });
