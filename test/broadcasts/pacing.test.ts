@@ -124,4 +124,22 @@ describe.each(STORAGE_KINDS)('broadcast pacing, pause, resume and cancel (%s)', 
     expect(handed.every((r) => r.state === 'pending')).toBe(true);
     expect(await messagesOf(handed.map((r) => r.tracking_id!).slice(0, 500))).toHaveLength(Math.min(500, handed.length));
   });
+
+  it('pauses with PLAN_EXCEEDED when the account\'s messagesCap is reached mid-send; resume continues from the first refused', async () => {
+    const used = Number((await t.deps.db.selectFrom('usage_counters').select('messages').where('account_id', '=', t.account.accountId).executeTakeFirst())?.messages ?? 0);
+    const setCap = (cap: number) => t.deps.db.updateTable('accounts').set({ messages_cap: cap }).where('id', '=', t.account.accountId).execute();
+    await setCap(used + 150);
+    const { broadcastId: id } = await createDraft(t, { fromAddress: FROM, audience: { filter: { 'properties.group': 'a' } } });
+    await drive(new Map([[id, await start(id)]]), async () => false);
+    const paused = (await call('GET', `/broadcasts/${id}`)).json();
+    expect(paused).toMatchObject({ status: 'paused', pausedReason: 'PLAN_EXCEEDED' });
+    expect(await handedOver([id])).toHaveLength(150);
+    expect((await row(id)).send_cursor).toBe(150);
+
+    await setCap(used + 10_000);
+    await drive(new Map([[id, await start(id, 'resume')]]), async () => (await handedOver([id])).length === 600);
+    const handed = await handedOver([id]);
+    expect(handed.map((r) => r.seq)).toEqual(handed.map((_, i) => i + 1));
+    expect(new Set(handed.map((r) => r.tracking_id)).size).toBe(600);
+  });
 });
