@@ -126,7 +126,7 @@ describe.each(STORAGE_KINDS)('broadcast pacing, pause, resume and cancel (%s)', 
   });
 
   it('pauses with PLAN_EXCEEDED when the account\'s messagesCap is reached mid-send; resume continues from the first refused', async () => {
-    const used = Number((await t.deps.db.selectFrom('usage_counters').select('messages').where('account_id', '=', t.account.accountId).executeTakeFirst())?.messages ?? 0);
+    const used = Number((await t.deps.db.withTables<SendingTables>().selectFrom('usage_counters').select('messages').where('account_id', '=', t.account.accountId).executeTakeFirst())?.messages ?? 0);
     const setCap = (cap: number) => t.deps.db.updateTable('accounts').set({ messages_cap: cap }).where('id', '=', t.account.accountId).execute();
     await setCap(used + 150);
     const { broadcastId: id } = await createDraft(t, { fromAddress: FROM, audience: { filter: { 'properties.group': 'a' } } });
