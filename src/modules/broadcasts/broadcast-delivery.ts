@@ -14,6 +14,7 @@ import type { BroadcastRow, RecipientRow } from './broadcasts.tables.js';
 import { PacingRepository } from './pacing.repository.js';
 import { RecipientDeliveryRepository } from './recipient-delivery.repository.js';
 import type { RecipientTracking } from './recipient-tracking.js';
+import type { ReputationGuard } from './reputation-guard.js';
 import { RecipientsRepository } from './recipients.repository.js';
 
 /** Most recipients handed over in one page (one transaction): at most a second of the rate. */
@@ -49,6 +50,7 @@ export class BroadcastDelivery {
     private readonly broadcasts: Pick<BroadcastsService, 'isDefaultSender' | 'pauseBySystem' | 'transitions'>,
     private readonly intake: Pick<SendIntake, 'acceptWithin'>,
     private readonly tracking: Pick<RecipientTracking, 'sync'>,
+    private readonly guard: Pick<ReputationGuard, 'check'>,
   ) {}
 
   /** Messages per second of this broadcast's sender. */
@@ -62,6 +64,14 @@ export class BroadcastDelivery {
     const row = await new BroadcastsRepository(this.deps.db).find(scope, id);
     if (!row || row.status !== 'sending' || row.send_token !== token) return null;
     const now = this.deps.clock.now();
+    if (row.send_cursor < row.frozen_count) {
+      const why = await this.guard.check(scope, id);
+      if (why) {
+        this.deps.logger.warn({ broadcastId: id, envId: scope.envId, why }, 'broadcast paused by the reputation guard');
+        await this.quietly(() => this.broadcasts.pauseBySystem(scope, id, 'REPUTATION_GUARD'));
+        return null;
+      }
+    }
     const result = await this.handOver(scope, row, token, now);
     if (result.kind === 'cap') {
       await this.quietly(() => this.broadcasts.pauseBySystem(scope, id, 'PLAN_EXCEEDED'));

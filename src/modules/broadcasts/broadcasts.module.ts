@@ -6,6 +6,7 @@ import { BroadcastReports } from './broadcast-reports.js';
 import { BroadcastDelivery } from './broadcast-delivery.js';
 import { BroadcastSending } from './broadcast-sending.js';
 import { RecipientTracking } from './recipient-tracking.js';
+import { ReputationGuard } from './reputation-guard.js';
 import type { SendIntake } from '../sending/intake.js';
 import { BroadcastJobs } from './broadcasts.jobs.js';
 import { BroadcastsService } from './broadcasts.service.js';
@@ -41,7 +42,7 @@ export function buildBroadcasts(deps: Deps, domains: Pick<DomainsService, 'check
     reports: new BroadcastReports(deps, tracking),
     tests: new BroadcastTestSender(deps, service, sending),
     sending: new BroadcastSending(deps, service, audience, jobs),
-    delivery: new BroadcastDelivery(deps, service, intake, tracking),
+    delivery: new BroadcastDelivery(deps, service, intake, tracking, new ReputationGuard(deps, tracking)),
     tracking,
     jobs,
   };
