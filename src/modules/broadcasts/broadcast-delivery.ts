@@ -1,4 +1,5 @@
 import type { Deps } from '../../deps.js';
+import { AppError } from '../../errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import { AccountsRepository } from '../accounts/accounts.repository.js';
 import { currentCycleStart } from '../accounts/billing-cycle.js';
@@ -173,7 +174,7 @@ export class BroadcastDelivery {
     try {
       await apply();
     } catch (err) {
-      if (!(err instanceof Error && 'code' in err && err.code === 'CONFLICT')) throw err;
+      if (!(err instanceof AppError && err.code === 'CONFLICT')) throw err;
       this.deps.logger.debug({ err }, 'broadcast transition made moot by another operation');
     }
   }
