@@ -113,18 +113,21 @@ export class BroadcastDelivery {
         if (!(await new PacingRepository(trx).take(scope.accountId, nextAt, end.toISOString()))) throw new Raced();
         const outcomes = await this.intake.acceptWithin(trx, units);
         const recipients = new RecipientDeliveryRepository(trx);
-        for (let i = 0; i < page.length; i++) {
+        const handed: { seq: number; trackingId: string; dueAt: string }[] = [];
+        let capped = false;
+        for (let i = 0; i < page.length && !capped; i++) {
           const outcome = outcomes[i];
           const { seq } = page[i];
           if (outcome.ok && outcome.value === 'cap') {
             // The account's messagesCap is reached: the rest stays pending for after a resume.
             await broadcasts.setSendCursor(scope, row.id, seq - 1);
-            return { kind: 'cap' } as const;
-          }
-          if (outcome.ok) await recipients.handedOver(scope, row.id, seq, units[i].message.tracking_id, units[i].job.runAt!.toISOString(), nowIso);
+            capped = true;
+          } else if (outcome.ok) handed.push({ seq, trackingId: units[i].message.tracking_id, dueAt: units[i].job.runAt!.toISOString() });
+          // Refused alone (a recipient the intake could not merge): failed, not retried.
           else await recipients.set(scope, row.id, seq, { state: 'failed', failed_at: nowIso, updated_at: nowIso });
         }
-        return { kind: 'handed', at: end } as const;
+        await recipients.handedOver(scope, row.id, handed, nowIso);
+        return capped ? ({ kind: 'cap' } as const) : ({ kind: 'handed', at: end } as const);
       });
     } catch (err) {
       if (err instanceof Raced) return { kind: 'raced', at: now };

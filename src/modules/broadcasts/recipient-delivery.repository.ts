@@ -1,4 +1,4 @@
-import type { Kysely, Updateable } from 'kysely';
+import { type Kysely, type Updateable, sql } from 'kysely';
 import type { EnvScope } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { SendingTables } from '../sending/sending.tables.js';
@@ -54,9 +54,22 @@ export class RecipientDeliveryRepository {
       .execute();
   }
 
-  /** Records the message a recipient was handed over as (still pending until it is sent). */
-  async handedOver(scope: EnvScope, broadcastId: string, seq: number, trackingId: string, dueAt: string, now: string): Promise<void> {
-    await this.set(scope, broadcastId, seq, { tracking_id: trackingId, due_at: dueAt, updated_at: now });
+  /**
+   * Records the message each recipient was handed over as (still pending until it is sent): one
+   * statement for a page (CASE on seq), not one per recipient, since the page's transaction holds
+   * the account's usage counter until it commits.
+   */
+  async handedOver(scope: EnvScope, broadcastId: string, rows: { seq: number; trackingId: string; dueAt: string }[], now: string): Promise<void> {
+    if (rows.length === 0) return;
+    const caseOf = (value: (r: (typeof rows)[number]) => string) => sql<string>`case seq ${sql.join(rows.map((r) => sql`when ${r.seq} then ${value(r)}`), sql` `)} end`;
+    await this.db
+      .updateTable('broadcast_recipients')
+      .set({ tracking_id: caseOf((r) => r.trackingId), due_at: caseOf((r) => r.dueAt), updated_at: now })
+      .where('broadcast_id', '=', broadcastId)
+      .where('env_id', '=', scope.envId)
+      .where('account_id', '=', scope.accountId)
+      .where('seq', 'in', rows.map((r) => r.seq))
+      .execute();
   }
 
   /** Writes `patch` to one recipient; with `fromState`, only while it is still in that state (a sync that read it). */
