@@ -1,5 +1,5 @@
 import type { Deps } from '../../deps.js';
-import type { JobDb } from '../../queue/port.js';
+import { type JobDb, RetryJobError } from '../../queue/port.js';
 import type { BroadcastDelivery } from './broadcast-delivery.js';
 import type { BroadcastSending } from './broadcast-sending.js';
 import type { BroadcastRow } from './broadcasts.tables.js';
@@ -17,7 +17,12 @@ interface FreezeJobData {
 interface DeliverJobData extends FreezeJobData {
   /** The chain this run belongs to (broadcasts.send_token): a run of another chain stops. */
   token: string;
+  /** The time the step asked for (ISO): a run before it by this server's clock waits (see registerBroadcastJobs). */
+  notBefore?: string;
 }
+
+/** Runs of one deliver job: its own retries, and its waits when the queue runs it before its time. */
+const DELIVER_ATTEMPTS = 50;
 
 /**
  * The jobs of broadcasts, enqueued in the transactions that call for them:
@@ -42,7 +47,7 @@ export class BroadcastJobs {
   }
 
   async enqueueDeliver(db: JobDb, data: DeliverJobData, runAt?: Date, key?: string): Promise<void> {
-    await this.deps.queue.enqueue(db, DELIVER_JOB, data, { maxAttempts: 10, ...(runAt ? { runAt } : {}), ...(key ? { key } : {}) });
+    await this.deps.queue.enqueue(db, DELIVER_JOB, runAt ? { ...data, notBefore: runAt.toISOString() } : data, { maxAttempts: DELIVER_ATTEMPTS, ...(runAt ? { runAt } : {}), ...(key ? { key } : {}) });
   }
 
   async enqueueStart(db: JobDb, at: Date): Promise<void> {
@@ -55,7 +60,7 @@ export class BroadcastJobs {
   }
 }
 
-export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db'>, sending: BroadcastSending, delivery: Pick<BroadcastDelivery, 'step'>, jobs: BroadcastJobs): { scheduleSweep: () => Promise<string> } {
+export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db' | 'clock'>, sending: BroadcastSending, delivery: Pick<BroadcastDelivery, 'step'>, jobs: BroadcastJobs): { scheduleSweep: () => Promise<string> } {
   deps.queue.work<FreezeJobData>(
     FREEZE_JOB,
     async (data) => {
@@ -67,6 +72,11 @@ export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db'>, sending:
   deps.queue.work<DeliverJobData>(
     DELIVER_JOB,
     async (data, job) => {
+      // The queue ran it before its time by this server's clock (PostgreSQL's clock ahead, a test's
+      // clock behind): wait the rest as a retry, which the queue times by its own clock, rather
+      // than enqueue a continuation that would run at once again.
+      const early = data.notBefore ? Date.parse(data.notBefore) - deps.clock.now().getTime() : 0;
+      if (early > 0) throw new RetryJobError('not due yet by this server\'s clock', early);
       const next = await delivery.step({ accountId: data.accountId, envId: data.envId }, data.broadcastId, data.token);
       // Keyed by the run's own job: two runs of one job (a crash after this enqueue) make one continuation.
       if (next) await jobs.enqueueDeliver(deps.db, data, next.at, `after ${job.id}`);
