@@ -86,11 +86,11 @@ export class RecipientDeliveryRepository {
   }
 
   /**
-   * A page of handed-over recipients in `states` with their message and email delivery, in seq
-   * order after `after`. Pending ones that are handed over are the lowest seqs of the pending
-   * (hand-over goes in seq order), so the (broadcast_id, state, seq) index finds them first.
+   * A page of handed-over recipients in `state` with their message and email delivery, in seq
+   * order from `after` to `upTo` (the send cursor: every handed-over recipient is at or below
+   * it), so each page is one range of the (broadcast_id, state, seq) index.
    */
-  tracked(scope: EnvScope, broadcastId: string, states: RecipientState[], after: number, limit: number): Promise<TrackedRecipient[]> {
+  tracked(scope: EnvScope, broadcastId: string, state: RecipientState, after: number, upTo: number, limit: number): Promise<TrackedRecipient[]> {
     return this.db
       .selectFrom('broadcast_recipients as r')
       .leftJoin('messages as m', 'm.tracking_id', 'r.tracking_id')
@@ -120,9 +120,10 @@ export class RecipientDeliveryRepository {
       .where('r.broadcast_id', '=', broadcastId)
       .where('r.env_id', '=', scope.envId)
       .where('r.account_id', '=', scope.accountId)
-      .where('r.state', 'in', states)
-      .where('r.tracking_id', 'is not', null)
+      .where('r.state', '=', state)
       .where('r.seq', '>', after)
+      .where('r.seq', '<=', upTo)
+      .where('r.tracking_id', 'is not', null)
       .orderBy('r.seq')
       .limit(limit)
       .execute();

@@ -2,6 +2,7 @@ import type { Updateable } from 'kysely';
 import type { Deps } from '../../deps.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import type { BroadcastRecipientsTable, RecipientState, SkipReason } from './broadcasts.tables.js';
+import { BroadcastsRepository } from './broadcasts.repository.js';
 import { RecipientDeliveryRepository, type TrackedRecipient } from './recipient-delivery.repository.js';
 
 /** Failure codes of an address the receiving server refused for good: a hard bounce. */
@@ -64,11 +65,19 @@ export class RecipientTracking {
 
   /** Applies what changed; `states`: the recipient states to look at. Answers how many changed. */
   async sync(scope: EnvScope, broadcastId: string, states: RecipientState[] = OPEN_STATES, maxPages = Number.POSITIVE_INFINITY): Promise<number> {
+    const upTo = (await new BroadcastsRepository(this.deps.db).find(scope, broadcastId))?.send_cursor ?? 0;
+    let changed = 0;
+    // State by state: each page is one index range (a recipient that moves on to a later state may be read again; it then changes nothing).
+    for (const state of states) changed += await this.syncState(scope, broadcastId, state, upTo, maxPages);
+    return changed;
+  }
+
+  private async syncState(scope: EnvScope, broadcastId: string, state: RecipientState, upTo: number, maxPages: number): Promise<number> {
     const repo = new RecipientDeliveryRepository(this.deps.db);
     let changed = 0;
     let after = 0;
     for (let pages = 0; pages < maxPages; pages++) {
-      const page = await repo.tracked(scope, broadcastId, states, after, PAGE);
+      const page = await repo.tracked(scope, broadcastId, state, after, upTo, PAGE);
       const updates = page.map((r) => ({ seq: r.seq, state: r.state, patch: derive(r) })).filter((u) => u.patch !== null);
       if (updates.length > 0) {
         const now = this.deps.clock.now().toISOString();
