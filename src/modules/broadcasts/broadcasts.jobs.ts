@@ -60,7 +60,7 @@ export class BroadcastJobs {
   }
 }
 
-export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db' | 'clock'>, sending: BroadcastSending, delivery: Pick<BroadcastDelivery, 'step'>, jobs: BroadcastJobs): { scheduleSweep: () => Promise<string> } {
+export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db' | 'clock' | 'logger'>, sending: BroadcastSending, delivery: Pick<BroadcastDelivery, 'step'>, jobs: BroadcastJobs): { scheduleSweep: () => Promise<string> } {
   deps.queue.work<FreezeJobData>(
     FREEZE_JOB,
     async (data) => {
@@ -81,7 +81,15 @@ export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db' | 'clock'>
       // Keyed by the run's own job: two runs of one job (a crash after this enqueue) make one continuation.
       if (next) await jobs.enqueueDeliver(deps.db, data, next.at, `after ${job.id}`);
     },
-    { concurrency: 4 },
+    {
+      concurrency: 4,
+      // The chain ends with it: the broadcast stays sending until a pause and a resume start a new one.
+      onFailed: (data, _job, error) => {
+        const { broadcastId, envId } = data as DeliverJobData;
+        deps.logger.error({ broadcastId, envId, error }, 'broadcast delivery stopped: its job failed for good; pause and resume the broadcast to continue');
+        return Promise.resolve();
+      },
+    },
   );
   deps.queue.work(
     START_DUE_JOB,
