@@ -73,6 +73,8 @@ export interface Config extends TelephonySettings {
   rateLimitWindowMs: number;
   /** Reverse proxies whose X-Forwarded-For names the client (CLARION_TRUST_PROXY): none, or their addresses. */
   trustProxy: false | string;
+  /** Broadcast messages per second per account (CLARION_BROADCAST_RATE; docs/broadcasts.md "Rate"). */
+  broadcastRate: number;
   /** The domain this server's mail leaves from, named in the SPF include and return-path CNAME of sender domains (CLARION_SENDING_DOMAIN). */
   sendingDomain: string;
 }
@@ -209,6 +211,7 @@ const SPEC = {
   CLARION_RATE_LIMIT_PER_KEY: countOrOff(30_000),
   CLARION_RATE_LIMIT_PER_IP: countOrOff(60_000),
   CLARION_RATE_LIMIT_WINDOW: int(60, 1, 86_400),
+  CLARION_BROADCAST_RATE: int(100, 1, 100_000),
   CLARION_TRUST_PROXY: setting<Config['trustProxy']>('off, or a comma-separated list of proxy addresses (10.0.0.1, 10.0.0.0/8, loopback)', trustProxy, false),
 };
 
@@ -271,6 +274,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitPerKey: offIfZero(e.CLARION_RATE_LIMIT_PER_KEY),
     rateLimitPerIp: offIfZero(e.CLARION_RATE_LIMIT_PER_IP),
     rateLimitWindowMs: e.CLARION_RATE_LIMIT_WINDOW * 1000,
+    broadcastRate: e.CLARION_BROADCAST_RATE,
     trustProxy: e.CLARION_TRUST_PROXY,
     sendingDomain: e.CLARION_SENDING_DOMAIN || (domainName(e.CLARION_DEFAULT_FROM_ADDRESS.split('@').pop() ?? '') ?? 'clarion.localhost'),
   };

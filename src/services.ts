@@ -172,7 +172,8 @@ export function buildServices(deps: Deps): Services {
     // Its own intake: a digest's message is accepted inside the transaction that claims it.
     digests: new DigestsService(deps, new SendIntake(deps, deps.queue)),
     domains,
-    broadcasts: buildBroadcasts(deps, domains, sending),
+    // Its own intake too: a broadcast's page is accepted inside the transaction that hands it over.
+    broadcasts: buildBroadcasts(deps, domains, sending, new SendIntake(deps, deps.queue)),
     addresses: new AddressesService(deps, addressesRepo, domains),
     inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox, engagement, domains),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),

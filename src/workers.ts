@@ -44,7 +44,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   const maintenance = registerMaintenanceJobs(deps);
   const domainJobs = registerDomainJobs(deps, services.domains);
   const digestJobs = registerDigestJobs(deps, services.digests);
-  const broadcastJobs = registerBroadcastJobs(deps, services.broadcasts.sending, services.broadcasts.jobs);
+  const broadcastJobs = registerBroadcastJobs(deps, services.broadcasts.sending, services.broadcasts.delivery, services.broadcasts.jobs);
   await deps.queue.start();
   const webhooks = startWebhookJobs(services.webhooks);
   // Inbound mail is received where the workers run (roles all and worker): it records into the

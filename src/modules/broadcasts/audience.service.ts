@@ -172,6 +172,7 @@ function recipientRow(broadcast: BroadcastRow, seq: number, user: UserFilterColu
     opened_at: null,
     clicked_at: null,
     unsubscribed_at: null,
+    due_at: null,
     updated_at: now,
   };
 }

@@ -2,6 +2,7 @@ import type { Deps } from '../../deps.js';
 import { invalid } from '../../errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import { notFoundBroadcast } from './broadcast-transitions.js';
+import type { RecipientTracking } from './recipient-tracking.js';
 import { BroadcastsRepository } from './broadcasts.repository.js';
 import type { RecipientRow, RecipientState, SkipReason } from './broadcasts.tables.js';
 import { type RecipientCounts, RecipientsRepository } from './recipients.repository.js';
@@ -14,7 +15,7 @@ export interface BroadcastMetrics {
   counts: Omit<RecipientCounts, 'total' | 'skippedBy'>;
   /** Skipped recipients by why. */
   skipped: Partial<Record<SkipReason, number>>;
-  /** Shares in [0, 1]: delivered of sent; opened, clicked and unsubscribed of delivered; bounced and failed of sent. */
+  /** Shares in [0, 1]: delivered of sent; opened, clicked and unsubscribed of delivered; bounced and failed of attempted (sent, failed or bounced). */
   rates: { delivery: number; open: number; click: number; bounce: number; failure: number; unsubscribe: number };
 }
 
@@ -38,13 +39,20 @@ const RECIPIENTS_LIMIT_DEFAULT = 100;
 
 /** GET .../metrics and GET .../recipients: reads of a broadcast's recipient rows. */
 export class BroadcastReports {
-  constructor(private readonly deps: Pick<Deps, 'db'>) {}
+  constructor(
+    private readonly deps: Pick<Deps, 'db'>,
+    /** Brings recipients up to date with their deliveries before they are read (opens, clicks and unsubscribes come late). */
+    private readonly tracking: Pick<RecipientTracking, 'sync'>,
+  ) {}
 
   async metrics(scope: EnvScope, id: string): Promise<BroadcastMetrics> {
     const row = await new BroadcastsRepository(this.deps.db).find(scope, id);
     if (!row) throw notFoundBroadcast(id);
+    await this.tracking.sync(scope, id);
     const { total, skippedBy, ...counts } = await new RecipientsRepository(this.deps.db).counts(scope, id);
     const share = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((part / whole) * 10_000) / 10_000);
+    // A bounced or failed recipient was attempted but never sent.
+    const attempted = counts.sent + counts.failed + counts.bounced;
     return {
       broadcastId: id,
       status: row.status,
@@ -55,8 +63,8 @@ export class BroadcastReports {
         delivery: share(counts.delivered, counts.sent),
         open: share(counts.opened, counts.delivered),
         click: share(counts.clicked, counts.delivered),
-        bounce: share(counts.bounced, counts.sent),
-        failure: share(counts.failed, counts.sent),
+        bounce: share(counts.bounced, attempted),
+        failure: share(counts.failed, attempted),
         unsubscribe: share(counts.unsubscribed, counts.delivered),
       },
     };
@@ -64,6 +72,7 @@ export class BroadcastReports {
 
   async recipients(scope: EnvScope, id: string, query: { state?: RecipientState; cursor?: string; limit?: number }): Promise<{ recipients: RecipientView[]; nextCursor?: string }> {
     if (!(await new BroadcastsRepository(this.deps.db).find(scope, id))) throw notFoundBroadcast(id);
+    await this.tracking.sync(scope, id);
     let after: number | undefined;
     if (query.cursor !== undefined) {
       after = Number(query.cursor);

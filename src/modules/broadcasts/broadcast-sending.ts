@@ -20,14 +20,15 @@ const START_BATCH = 100;
  * into recipient rows (pending, or skipped and counted), the checks that pause it at that point
  * (a sender no longer verified, the default sender's 10 recipients), and the transitions that
  * follow from the recipients (sent once none is pending). Scheduled broadcasts are started here
- * too. Delivery of the pending recipients is not built yet (docs/broadcasts.md).
+ * too. Once the audience is frozen, delivery of the pending recipients is a job chain of its own
+ * (BroadcastDelivery), started here.
  */
 export class BroadcastSending {
   constructor(
-    private readonly deps: Pick<Deps, 'db' | 'clock' | 'logger'>,
+    private readonly deps: Pick<Deps, 'db' | 'clock' | 'logger' | 'ids'>,
     private readonly broadcasts: BroadcastsService,
     private readonly audience: Pick<AudienceService, 'freezeStep'>,
-    private readonly jobs: Pick<BroadcastJobs, 'enqueueFreeze'>,
+    private readonly jobs: Pick<BroadcastJobs, 'enqueueFreeze' | 'enqueueDeliver'>,
   ) {}
 
   /**
@@ -82,15 +83,31 @@ export class BroadcastSending {
     }
   }
 
-  /** A frozen audience: over the default sender's limit it pauses; with no one pending the broadcast is sent. */
+  /** A frozen audience: over the default sender's limit it pauses; with recipients pending their delivery starts; with none the broadcast is sent. */
   private async settle(scope: EnvScope, row: BroadcastRow): Promise<void> {
     if (row.status !== 'sending') return;
     if (this.overDefaultSenderLimit(row)) {
       await this.systemPause(scope, row.id, 'AUDIENCE_LIMITS_EXCEEDED');
       return;
     }
-    if ((await new RecipientsRepository(this.deps.db).countPending(scope, row.id)) > 0) return;
+    if ((await new RecipientsRepository(this.deps.db).countPending(scope, row.id)) > 0) {
+      await this.startDelivery(scope, row);
+      return;
+    }
     await this.quietly(() => this.broadcasts.transitions.apply(scope, row.id, 'complete', SYSTEM));
+  }
+
+  /**
+   * Starts a delivery job chain with a new token: the chain of an earlier run (before a pause,
+   * or a second freeze run) stops at its next step. Its page cursor stays where it was.
+   */
+  private async startDelivery(scope: EnvScope, row: BroadcastRow): Promise<void> {
+    const token = this.deps.ids.uuid();
+    await this.deps.db.transaction().execute(async (trx) => {
+      if (await new BroadcastsRepository(trx).claimDelivery(scope, row.id, token, this.deps.clock.now().toISOString())) {
+        await this.jobs.enqueueDeliver(trx, { accountId: scope.accountId, envId: scope.envId, broadcastId: row.id, token });
+      }
+    });
   }
 
   private overDefaultSenderLimit(row: BroadcastRow): boolean {

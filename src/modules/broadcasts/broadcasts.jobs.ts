@@ -1,10 +1,12 @@
 import type { Deps } from '../../deps.js';
-import type { JobDb } from '../../queue/port.js';
+import { type JobDb, RetryJobError } from '../../queue/port.js';
+import type { BroadcastDelivery } from './broadcast-delivery.js';
 import type { BroadcastSending } from './broadcast-sending.js';
 import type { BroadcastRow } from './broadcasts.tables.js';
 
 export const FREEZE_JOB = 'broadcasts.freeze';
 export const START_DUE_JOB = 'broadcasts.start-due';
+export const DELIVER_JOB = 'broadcasts.deliver';
 
 interface FreezeJobData {
   accountId: string;
@@ -12,11 +14,25 @@ interface FreezeJobData {
   broadcastId: string;
 }
 
+interface DeliverJobData extends FreezeJobData {
+  /** The chain this run belongs to (broadcasts.send_token): a run of another chain stops. */
+  token: string;
+  /** The time the step asked for (ISO): a run before it by this server's clock waits (see registerBroadcastJobs). */
+  notBefore?: string;
+}
+
+/** Runs of one deliver job: its own retries, and its waits when the queue runs it before its time. */
+const DELIVER_ATTEMPTS = 50;
+
 /**
  * The jobs of broadcasts, enqueued in the transactions that call for them:
  * - broadcasts.freeze: writes a sending broadcast's audience into recipients, a bounded number of
  *   pages per run, then enqueues its own continuation (BroadcastSending.freeze). Any number may
  *   run for one broadcast: each page is guarded by the freeze cursor it read.
+ * - broadcasts.deliver: one step of a sending broadcast's delivery (BroadcastDelivery.step): a
+ *   page handed over, or a wait for the account's rate, or a look at the recipients in flight;
+ *   then its continuation, at the time the step answers, keyed by the id of the job that ran
+ *   (two runs of one job, after a crash, enqueue one continuation).
  * - broadcasts.start-due: starts every scheduled broadcast whose time has come. Each worker
  *   process schedules it every minute (keyed by the minute: once a minute across processes, as
  *   digests.sweep) and scheduling a broadcast enqueues one at its sendAt (keyed by that time), so
@@ -30,6 +46,10 @@ export class BroadcastJobs {
     await this.deps.queue.enqueue(db, FREEZE_JOB, data, { maxAttempts: 10 });
   }
 
+  async enqueueDeliver(db: JobDb, data: DeliverJobData, runAt?: Date, key?: string): Promise<void> {
+    await this.deps.queue.enqueue(db, DELIVER_JOB, runAt ? { ...data, notBefore: runAt.toISOString() } : data, { maxAttempts: DELIVER_ATTEMPTS, ...(runAt ? { runAt } : {}), ...(key ? { key } : {}) });
+  }
+
   async enqueueStart(db: JobDb, at: Date): Promise<void> {
     await this.deps.queue.enqueue(db, START_DUE_JOB, {}, { key: `at ${at.toISOString()}`, runAt: at, maxAttempts: 3 });
   }
@@ -40,7 +60,7 @@ export class BroadcastJobs {
   }
 }
 
-export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db'>, sending: BroadcastSending, jobs: BroadcastJobs): { scheduleSweep: () => Promise<string> } {
+export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db' | 'clock' | 'logger'>, sending: BroadcastSending, delivery: Pick<BroadcastDelivery, 'step'>, jobs: BroadcastJobs): { scheduleSweep: () => Promise<string> } {
   deps.queue.work<FreezeJobData>(
     FREEZE_JOB,
     async (data) => {
@@ -48,6 +68,28 @@ export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db'>, sending:
       if ((await sending.freeze(scope, data.broadcastId)) === 'more') await jobs.enqueueFreeze(deps.db, { id: data.broadcastId, account_id: data.accountId, env_id: data.envId });
     },
     { concurrency: 2 },
+  );
+  deps.queue.work<DeliverJobData>(
+    DELIVER_JOB,
+    async (data, job) => {
+      // The queue ran it before its time by this server's clock (PostgreSQL's clock ahead, a test's
+      // clock behind): wait the rest as a retry, which the queue times by its own clock, rather
+      // than enqueue a continuation that would run at once again.
+      const early = data.notBefore ? Date.parse(data.notBefore) - deps.clock.now().getTime() : 0;
+      if (early > 0) throw new RetryJobError('not due yet by this server\'s clock', early);
+      const next = await delivery.step({ accountId: data.accountId, envId: data.envId }, data.broadcastId, data.token);
+      // Keyed by the run's own job: two runs of one job (a crash after this enqueue) make one continuation.
+      if (next) await jobs.enqueueDeliver(deps.db, data, next.at, `after ${job.id}`);
+    },
+    {
+      concurrency: 4,
+      // The chain ends with it: the broadcast stays sending until a pause and a resume start a new one.
+      onFailed: (data, _job, error) => {
+        const { broadcastId, envId } = data as DeliverJobData;
+        deps.logger.error({ broadcastId, envId, error }, 'broadcast delivery stopped: its job failed for good; pause and resume the broadcast to continue');
+        return Promise.resolve();
+      },
+    },
   );
   deps.queue.work(
     START_DUE_JOB,

@@ -3,7 +3,11 @@ import type { DomainsService } from '../domains/domains.service.js';
 import type { SendingService } from '../sending/sending.service.js';
 import { AudienceService } from './audience.service.js';
 import { BroadcastReports } from './broadcast-reports.js';
+import { BroadcastDelivery } from './broadcast-delivery.js';
 import { BroadcastSending } from './broadcast-sending.js';
+import { RecipientTracking } from './recipient-tracking.js';
+import { ReputationGuard } from './reputation-guard.js';
+import type { SendIntake } from '../sending/intake.js';
 import { BroadcastJobs } from './broadcasts.jobs.js';
 import { BroadcastsService } from './broadcasts.service.js';
 import { BroadcastTestSender } from './test-send.js';
@@ -20,19 +24,26 @@ export interface Broadcasts {
   tests: BroadcastTestSender;
   /** What runs once a broadcast is sending (the freeze, scheduled starts); its jobs call it. */
   sending: BroadcastSending;
+  /** Delivery of the frozen recipients: paced pages into the intake, then completion. */
+  delivery: BroadcastDelivery;
+  /** Recipients' states from their deliveries. */
+  tracking: RecipientTracking;
   jobs: BroadcastJobs;
 }
 
-export function buildBroadcasts(deps: Deps, domains: Pick<DomainsService, 'checkFromAddress'>, sending: Pick<SendingService, 'accept'>): Broadcasts {
+export function buildBroadcasts(deps: Deps, domains: Pick<DomainsService, 'checkFromAddress'>, sending: Pick<SendingService, 'accept'>, intake: Pick<SendIntake, 'acceptWithin'>): Broadcasts {
   const jobs = new BroadcastJobs(deps);
   const audience = new AudienceService(deps);
   const service = new BroadcastsService(deps, audience, domains, jobs);
+  const tracking = new RecipientTracking(deps);
   return {
     service,
     audience,
-    reports: new BroadcastReports(deps),
+    reports: new BroadcastReports(deps, tracking),
     tests: new BroadcastTestSender(deps, service, sending),
     sending: new BroadcastSending(deps, service, audience, jobs),
+    delivery: new BroadcastDelivery(deps, service, intake, tracking, new ReputationGuard(deps, tracking)),
+    tracking,
     jobs,
   };
 }

@@ -125,4 +125,43 @@ export class BroadcastsRepository {
       .executeTakeFirst();
     return Number(result.numUpdatedRows) > 0;
   }
+
+  /** Gives the broadcast's delivery to the job chain `token` (a chain holding another token stops). False unless sending. */
+  async claimDelivery(scope: EnvScope, id: string, token: string, now: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('broadcasts')
+      .set({ send_token: token, updated_at: now })
+      .where('env_id', '=', scope.envId)
+      .where('account_id', '=', scope.accountId)
+      .where('id', '=', id)
+      .where('status', '=', 'sending')
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /**
+   * Records one handed-over page: the send cursor from `from` (as read) to `to`, while the
+   * broadcast is sending and owned by the chain `token`. False otherwise (paused, canceled,
+   * another chain or run moved it): the caller's transaction must roll back its page. Run first
+   * in the page's transaction, so on PostgreSQL it holds the broadcast's row until the commit
+   * (a pause or cancel waits for the page, then sees its trackingIds).
+   */
+  async advanceSend(scope: EnvScope, id: string, token: string, from: number, to: number, now: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('broadcasts')
+      .set({ send_cursor: to, updated_at: now })
+      .where('env_id', '=', scope.envId)
+      .where('account_id', '=', scope.accountId)
+      .where('id', '=', id)
+      .where('status', '=', 'sending')
+      .where('send_token', '=', token)
+      .where('send_cursor', '=', from)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /** Moves the send cursor back to `to` inside the page's transaction (the rest of a page over the account's cap). */
+  async setSendCursor(scope: EnvScope, id: string, to: number): Promise<void> {
+    await this.db.updateTable('broadcasts').set({ send_cursor: to }).where('env_id', '=', scope.envId).where('account_id', '=', scope.accountId).where('id', '=', id).execute();
+  }
 }

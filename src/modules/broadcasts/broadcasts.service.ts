@@ -75,6 +75,8 @@ export class BroadcastsService {
       freeze_cursor: null,
       frozen_count: 0,
       audience_frozen_at: null,
+      send_cursor: 0,
+      send_token: null,
       created_at: now,
       updated_at: now,
     };

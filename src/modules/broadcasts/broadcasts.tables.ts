@@ -27,6 +27,10 @@ export interface BroadcastsTable {
   /** Recipient rows written so far: the last `seq`. */
   frozen_count: number;
   audience_frozen_at: string | null;
+  /** The last recipient seq handed over to the intake (migration 0088). */
+  send_cursor: number;
+  /** The delivery job chain that owns the broadcast now; null before delivery starts. */
+  send_token: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -50,6 +54,12 @@ export type RecipientState = (typeof RECIPIENT_STATES)[number];
 export const SKIP_REASONS = ['NO_EMAIL', 'SUPPRESSED', 'BOUNCED', 'UNSUBSCRIBED', 'CANCELED'] as const;
 export type SkipReason = (typeof SKIP_REASONS)[number];
 
+/** Per account, the first free slot of its broadcast rate (migration 0088). */
+export interface BroadcastPacingTable {
+  account_id: string;
+  next_at: string;
+}
+
 /** One user of a broadcast's frozen audience. */
 export interface BroadcastRecipientsTable {
   broadcast_id: string;
@@ -68,6 +78,8 @@ export interface BroadcastRecipientsTable {
   opened_at: string | null;
   clicked_at: string | null;
   unsubscribed_at: string | null;
+  /** When its message is due (its slot of the account's rate); null until handed over. */
+  due_at: string | null;
   updated_at: string;
 }
 
@@ -75,6 +87,7 @@ export type BroadcastTables = {
   broadcasts: BroadcastsTable;
   broadcast_transitions: BroadcastTransitionsTable;
   broadcast_recipients: BroadcastRecipientsTable;
+  broadcast_pacing: BroadcastPacingTable;
 };
 export type BroadcastsDb = Kysely<CoreTables & PreferencesTables & BroadcastTables>;
 export type BroadcastRow = Selectable<BroadcastsTable>;

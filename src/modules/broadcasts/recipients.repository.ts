@@ -37,7 +37,10 @@ export class RecipientsRepository {
     }
   }
 
-  /** Pending recipients become skipped with `reason` (a canceled broadcast); answers how many. */
+  /**
+   * Pending recipients not handed over yet become skipped with `reason` (a canceled broadcast);
+   * answers how many. Those handed over (a trackingId) are in flight: their delivery decides.
+   */
   async skipPending(scope: EnvScope, broadcastId: string, reason: SkipReason, now: string): Promise<number> {
     const result = await this.db
       .updateTable('broadcast_recipients')
@@ -46,6 +49,7 @@ export class RecipientsRepository {
       .where('env_id', '=', scope.envId)
       .where('account_id', '=', scope.accountId)
       .where('state', '=', 'pending')
+      .where('tracking_id', 'is', null)
       .executeTakeFirst();
     return Number(result.numUpdatedRows);
   }

@@ -124,6 +124,8 @@ export interface WebhookPayload {
   failureCode?: string;
   clickedLink?: string;
   clickedLinkTags?: Record<string, string[]>;
+  /** EMAIL_* events of a broadcast recipient's message: the broadcast. */
+  broadcastId?: string;
   /** When it happened (ISO 8601). */
   occurredAt: string;
   /** The event's own details (see docs/webhooks.md). */

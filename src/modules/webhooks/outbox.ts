@@ -67,6 +67,7 @@ export class WebhookOutbox {
     const byEnv = new Map(options.endpoints);
     const eventRows: WebhookEventsTable[] = [];
     const deliveryRows: WebhookDeliveriesTable[] = [];
+    const wanted: { event: NewWebhookEvent; subscribed: FanoutEndpoint[] }[] = [];
     for (const event of events) {
       let endpoints = byEnv.get(event.envId);
       if (!endpoints) {
@@ -74,9 +75,15 @@ export class WebhookOutbox {
         byEnv.set(event.envId, endpoints);
       }
       const subscribed = subscribersOf(endpoints, event);
-      if (subscribed.length === 0) continue;
+      if (subscribed.length > 0) wanted.push({ event, subscribed });
+    }
+    // EMAIL_* events of a broadcast recipient's message carry its broadcastId (one read, only for events someone receives).
+    const emailIds = wanted.filter((w) => w.event.type.startsWith('EMAIL_') && w.event.payload.trackingId).map((w) => w.event.payload.trackingId);
+    const broadcasts = emailIds.length > 0 ? await repo.broadcastsOf([...new Set(emailIds)]) : undefined;
+    for (const { event, subscribed } of wanted) {
       const id = `evt_${this.deps.ids.uuid().replace(/-/g, '')}`;
-      const payload = JSON.stringify({ id, eventType: event.type, ...event.payload } satisfies WebhookPayload);
+      const broadcastId = broadcasts?.get(event.payload.trackingId);
+      const payload = JSON.stringify({ id, eventType: event.type, ...event.payload, ...(broadcastId ? { broadcastId } : {}) } satisfies WebhookPayload);
       eventRows.push({
         id,
         account_id: event.accountId,

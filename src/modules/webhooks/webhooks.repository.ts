@@ -204,6 +204,26 @@ export class WebhooksRepository {
     await this.db.updateTable('webhook_cursors').set({ last_id: lastId }).where('env_id', '=', envId).execute();
   }
 
+  /**
+   * The broadcast of each of these trackingIds that is a broadcast recipient's message
+   * (broadcast_recipients, indexed by tracking_id), for the broadcastId of EMAIL_* events.
+   */
+  async broadcastsOf(trackingIds: string[]): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    if (trackingIds.length === 0) return found;
+    const db = this.db.withTables<{ broadcast_recipients: { tracking_id: string | null; broadcast_id: string } }>();
+    for (let i = 0; i < trackingIds.length; i += 500) {
+      const rows = await db
+        .selectFrom('broadcast_recipients')
+        .select(['tracking_id', 'broadcast_id'])
+        .where('tracking_id', 'is not', null)
+        .where('tracking_id', 'in', trackingIds.slice(i, i + 500))
+        .execute();
+      for (const r of rows) found.set(r.tracking_id!, r.broadcast_id);
+    }
+    return found;
+  }
+
   /** Ledger transitions after `afterId`, in order, with their message's user and type and their delivery's failure. */
   async transitionsAfter(envId: string, afterId: number, limit: number): Promise<TransitionRow[]> {
     if (this.fast) {

@@ -1,0 +1,131 @@
+import { type Kysely, type Updateable, sql } from 'kysely';
+import type { EnvScope } from '../../storage/env-settings.js';
+import type { CoreTables } from '../../storage/schema.js';
+import type { SendingTables } from '../sending/sending.tables.js';
+import { type BroadcastRecipientsTable, type BroadcastTables, type RecipientRow, type RecipientState } from './broadcasts.tables.js';
+
+/** A handed-over recipient with what the delivery ledger holds of its message (null: not written yet). */
+export interface TrackedRecipient {
+  seq: number;
+  state: RecipientState;
+  sent_at: string | null;
+  delivered_at: string | null;
+  failed_at: string | null;
+  bounced_at: string | null;
+  opened_at: string | null;
+  clicked_at: string | null;
+  unsubscribed_at: string | null;
+  skip_reason: RecipientRow['skip_reason'];
+  message_state: string | null;
+  message_failed_at: string | null;
+  message_skipped: string | null;
+  delivery_status: string | null;
+  delivery_sent_at: string | null;
+  delivery_delivered_at: string | null;
+  delivery_failed_at: string | null;
+  delivery_failed_code: string | null;
+  delivery_routing_reason: string | null;
+  delivery_extra: string | null;
+}
+
+/**
+ * Kysely only: the delivery side of a broadcast's recipients, every query scoped by account and
+ * environment. Reads the delivery ledger's rows (messages, deliveries) by the recipients'
+ * trackingIds; it never writes them (their one writer is the ledger).
+ */
+export class RecipientDeliveryRepository {
+  private readonly db: Kysely<CoreTables & SendingTables & BroadcastTables>;
+  constructor(db: Kysely<CoreTables>) {
+    this.db = db.withTables<SendingTables & BroadcastTables>();
+  }
+
+  /** Pending recipients not handed over yet (seq above the send cursor), in seq order. */
+  toSend(scope: EnvScope, broadcastId: string, after: number, limit: number): Promise<Pick<RecipientRow, 'seq' | 'user_id' | 'email'>[]> {
+    return this.db
+      .selectFrom('broadcast_recipients')
+      .select(['seq', 'user_id', 'email'])
+      .where('broadcast_id', '=', broadcastId)
+      .where('env_id', '=', scope.envId)
+      .where('account_id', '=', scope.accountId)
+      .where('state', '=', 'pending')
+      .where('seq', '>', after)
+      .orderBy('seq')
+      .limit(limit)
+      .execute();
+  }
+
+  /**
+   * Records the message each recipient was handed over as (still pending until it is sent): one
+   * statement for a page (CASE on seq), not one per recipient, since the page's transaction holds
+   * the account's usage counter until it commits.
+   */
+  async handedOver(scope: EnvScope, broadcastId: string, rows: { seq: number; trackingId: string; dueAt: string }[], now: string): Promise<void> {
+    if (rows.length === 0) return;
+    const caseOf = (value: (r: (typeof rows)[number]) => string) => sql<string>`case seq ${sql.join(rows.map((r) => sql`when ${r.seq} then ${value(r)}`), sql` `)} end`;
+    await this.db
+      .updateTable('broadcast_recipients')
+      .set({ tracking_id: caseOf((r) => r.trackingId), due_at: caseOf((r) => r.dueAt), updated_at: now })
+      .where('broadcast_id', '=', broadcastId)
+      .where('env_id', '=', scope.envId)
+      .where('account_id', '=', scope.accountId)
+      .where('seq', 'in', rows.map((r) => r.seq))
+      .execute();
+  }
+
+  /** Writes `patch` to one recipient; with `fromState`, only while it is still in that state (a sync that read it). */
+  async set(scope: EnvScope, broadcastId: string, seq: number, patch: Updateable<BroadcastRecipientsTable>, fromState?: RecipientState): Promise<void> {
+    let query = this.db.updateTable('broadcast_recipients');
+    if (fromState) query = query.where('state', '=', fromState);
+    await query
+      .set(patch)
+      .where('broadcast_id', '=', broadcastId)
+      .where('env_id', '=', scope.envId)
+      .where('account_id', '=', scope.accountId)
+      .where('seq', '=', seq)
+      .execute();
+  }
+
+  /**
+   * A page of handed-over recipients in `state` with their message and email delivery, in seq
+   * order from `after` to `upTo` (the send cursor: every handed-over recipient is at or below
+   * it), so each page is one range of the (broadcast_id, state, seq) index.
+   */
+  tracked(scope: EnvScope, broadcastId: string, state: RecipientState, after: number, upTo: number, limit: number): Promise<TrackedRecipient[]> {
+    return this.db
+      .selectFrom('broadcast_recipients as r')
+      .leftJoin('messages as m', 'm.tracking_id', 'r.tracking_id')
+      .leftJoin('deliveries as d', (join) => join.onRef('d.tracking_id', '=', 'r.tracking_id').on('d.channel', '=', 'email'))
+      .select([
+        'r.seq',
+        'r.state',
+        'r.sent_at',
+        'r.delivered_at',
+        'r.failed_at',
+        'r.bounced_at',
+        'r.opened_at',
+        'r.clicked_at',
+        'r.unsubscribed_at',
+        'r.skip_reason',
+        'm.state as message_state',
+        'm.failed_at as message_failed_at',
+        'm.skipped as message_skipped',
+        'd.status as delivery_status',
+        'd.sent_at as delivery_sent_at',
+        'd.delivered_at as delivery_delivered_at',
+        'd.failed_at as delivery_failed_at',
+        'd.failed_code as delivery_failed_code',
+        'd.routing_reason as delivery_routing_reason',
+        'd.extra as delivery_extra',
+      ])
+      .where('r.broadcast_id', '=', broadcastId)
+      .where('r.env_id', '=', scope.envId)
+      .where('r.account_id', '=', scope.accountId)
+      .where('r.state', '=', state)
+      .where('r.seq', '>', after)
+      .where('r.seq', '<=', upTo)
+      .where('r.tracking_id', 'is not', null)
+      .orderBy('r.seq')
+      .limit(limit)
+      .execute();
+  }
+}

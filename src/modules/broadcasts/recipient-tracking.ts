@@ -1,0 +1,95 @@
+import type { Updateable } from 'kysely';
+import type { Deps } from '../../deps.js';
+import type { EnvScope } from '../../storage/env-settings.js';
+import type { BroadcastRecipientsTable, RecipientState, SkipReason } from './broadcasts.tables.js';
+import { BroadcastsRepository } from './broadcasts.repository.js';
+import { RecipientDeliveryRepository, type TrackedRecipient } from './recipient-delivery.repository.js';
+
+/** Failure codes of an address the receiving server refused for good: a hard bounce. */
+const BOUNCE_CODES = new Set(['SMTP_RECIPIENT_REJECTED', 'SMTP_INVALID_ADDRESS']);
+/** Recipients whose state can still change once handed over (an opened one may still click or unsubscribe). */
+export const OPEN_STATES: RecipientState[] = ['pending', 'sent', 'delivered', 'opened', 'clicked'];
+const PAGE = 1000;
+
+/** The routing reason of an email delivery skipped after the freeze, as a recipient's skip reason. */
+function skipReasonOf(reason: string | null): SkipReason {
+  if (reason === 'NO_EMAIL') return 'NO_EMAIL';
+  if (reason === 'USER_UNSUBSCRIBED' || reason === 'NOTIFICATION_DISABLED' || reason === 'OFF_BY_DEFAULT') return 'UNSUBSCRIBED';
+  return 'SUPPRESSED';
+}
+
+/**
+ * What a handed-over recipient has reached by its message's email delivery: the state and step
+ * times to write, or null when nothing changed. Every time comes from the ledger's rows
+ * (deliveries: sent_at, delivered_at, failed_at; its log fields email_opened_at,
+ * email_clicked_at, email_unsubscribed_at), so deriving it again writes the same.
+ */
+export function derive(r: TrackedRecipient): Updateable<BroadcastRecipientsTable> | null {
+  let next: Updateable<BroadcastRecipientsTable> | null = null;
+  const status = r.delivery_status;
+  if (status === 'sent' || status === 'delivered') {
+    const extra = r.delivery_extra ? (JSON.parse(r.delivery_extra) as Record<string, unknown>) : {};
+    const time = (key: string) => (typeof extra[key] === 'string' ? (extra[key]) : null);
+    // An email is delivered once the receiving server accepted it (250 after DATA): sent and delivered at once.
+    const sent = r.delivery_sent_at ?? r.delivery_delivered_at;
+    const opened = time('email_opened_at');
+    const clicked = time('email_clicked_at');
+    const unsubscribed = time('email_unsubscribed_at');
+    const state: RecipientState = unsubscribed ? 'unsubscribed' : clicked ? 'clicked' : opened ? 'opened' : 'delivered';
+    next = { state, sent_at: sent, delivered_at: r.delivery_delivered_at ?? sent, opened_at: opened ?? (clicked ? clicked : null), clicked_at: clicked, unsubscribed_at: unsubscribed };
+  } else if (status === 'failed' || status === 'retracted') {
+    const at = r.delivery_failed_at ?? r.message_failed_at;
+    next = BOUNCE_CODES.has(r.delivery_failed_code ?? '') ? { state: 'bounced', bounced_at: at } : { state: 'failed', failed_at: at };
+  } else if (status === 'skipped') {
+    next = { state: 'skipped', skip_reason: skipReasonOf(r.delivery_routing_reason) };
+  } else if (status === null && (r.message_state === 'failed' || r.message_state === 'canceled' || r.message_state === 'retracted')) {
+    next = { state: 'failed', failed_at: r.message_failed_at };
+  } else if (status === null && r.message_state === 'processed') {
+    // Routed without an email delivery: the channel was skipped (messages.skipped says why).
+    const skipped = r.message_skipped ? (JSON.parse(r.message_skipped) as Record<string, string>) : {};
+    next = { state: 'skipped', skip_reason: skipReasonOf(skipped.email ?? null) };
+  }
+  if (!next) return null;
+  const changed = (Object.keys(next) as (keyof typeof next)[]).some((key) => (next[key] ?? null) !== ((r as unknown as Record<string, unknown>)[key] ?? null));
+  return changed ? next : null;
+}
+
+/**
+ * Brings the recipients of a broadcast up to date with their deliveries (a projection of the
+ * ledger's rows: the ledger stays the one writer of delivery state). Run by the delivery job
+ * while a broadcast sends (the in-flight ones), and before metrics and recipient lists are read
+ * (all that can still change: opens, clicks and unsubscribes come after the broadcast is sent).
+ */
+export class RecipientTracking {
+  constructor(private readonly deps: Pick<Deps, 'db' | 'clock'>) {}
+
+  /** Applies what changed; `states`: the recipient states to look at. Answers how many changed. */
+  async sync(scope: EnvScope, broadcastId: string, states: RecipientState[] = OPEN_STATES, maxPages = Number.POSITIVE_INFINITY): Promise<number> {
+    const upTo = (await new BroadcastsRepository(this.deps.db).find(scope, broadcastId))?.send_cursor ?? 0;
+    let changed = 0;
+    // State by state: each page is one index range (a recipient that moves on to a later state may be read again; it then changes nothing).
+    for (const state of states) changed += await this.syncState(scope, broadcastId, state, upTo, maxPages);
+    return changed;
+  }
+
+  private async syncState(scope: EnvScope, broadcastId: string, state: RecipientState, upTo: number, maxPages: number): Promise<number> {
+    const repo = new RecipientDeliveryRepository(this.deps.db);
+    let changed = 0;
+    let after = 0;
+    for (let pages = 0; pages < maxPages; pages++) {
+      const page = await repo.tracked(scope, broadcastId, state, after, upTo, PAGE);
+      const updates = page.map((r) => ({ seq: r.seq, state: r.state, patch: derive(r) })).filter((u) => u.patch !== null);
+      if (updates.length > 0) {
+        const now = this.deps.clock.now().toISOString();
+        await this.deps.db.transaction().execute(async (trx) => {
+          const writer = new RecipientDeliveryRepository(trx);
+          for (const u of updates) await writer.set(scope, broadcastId, u.seq, { ...u.patch, updated_at: now }, u.state);
+        });
+        changed += updates.length;
+      }
+      if (page.length < PAGE) break;
+      after = page[page.length - 1].seq;
+    }
+    return changed;
+  }
+}

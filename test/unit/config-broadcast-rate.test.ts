@@ -1,0 +1,18 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+
+describe('CLARION_BROADCAST_RATE', () => {
+  const base = { CLARION_DATA_DIR: '/tmp/clarion-config-test' };
+
+  it('defaults to 100 messages a second and accepts 1 to 100000', () => {
+    expect(loadConfig(base).broadcastRate).toBe(100);
+    expect(loadConfig({ ...base, CLARION_BROADCAST_RATE: '1' }).broadcastRate).toBe(1);
+    expect(loadConfig({ ...base, CLARION_BROADCAST_RATE: '100000' }).broadcastRate).toBe(100_000);
+  });
+
+  it('refuses a value outside 1 to 100000, or not a whole number', () => {
+    for (const value of ['0', '100001', '2.5', 'fast']) {
+      expect(() => loadConfig({ ...base, CLARION_BROADCAST_RATE: value }), value).toThrow(/CLARION_BROADCAST_RATE/);
+    }
+  });
+});
