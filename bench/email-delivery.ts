@@ -60,12 +60,12 @@ export interface EmailRun {
  * every mail before sending the first (the prebuilt one) would otherwise leave the building,
  * which Clarion's worker does inside its window, out of its own.
  */
-export async function rawSmtp(sender: RawSender, n: number): Promise<EmailRun> {
+export async function rawSmtp(sender: RawSender, n: number, extraEnv: NodeJS.ProcessEnv = {}): Promise<EmailRun> {
   const s = await sink();
   try {
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/email-raw-sender.ts')], {
       cwd: ROOT,
-      env: { ...process.env, SINK_PORT: String(s.port), EMAILS: String(n), SENDER: sender },
+      env: { ...process.env, ...extraEnv, SINK_PORT: String(s.port), EMAILS: String(n), SENDER: sender },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let started = Number.NaN;

@@ -1,11 +1,17 @@
 // The raw baseline of the email bench, in its own process as Clarion's worker is: sends EMAILS
 // mails to the SMTP sink at 127.0.0.1:SINK_PORT with SENDER's way, then exits.
+import fs from 'node:fs';
 import nodemailer from 'nodemailer';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 
 const HTML = '<h1>Hello</h1><p>Your order has shipped. Track it in your account.</p>';
-const FROM = 'notifications@clarion.localhost';
+// The broadcast bench passes the sender its own From and DKIM key (RAW_FROM, DKIM_*), so that the
+// baseline signs as Clarion signs the mail of a verified domain.
+const FROM = process.env.RAW_FROM ?? 'notifications@clarion.localhost';
+const DKIM = process.env.DKIM_KEY_FILE
+  ? { domainName: process.env.DKIM_DOMAIN ?? '', keySelector: process.env.DKIM_SELECTOR ?? 'bench', privateKey: fs.readFileSync(process.env.DKIM_KEY_FILE, 'utf8') }
+  : undefined;
 const CONNECTIONS = 5;
 const MESSAGES_PER_CONNECTION = 100;
 
@@ -27,6 +33,7 @@ const pooledTransport = (port: number) =>
     pool: true,
     maxConnections: CONNECTIONS,
     maxMessages: MESSAGES_PER_CONNECTION,
+    ...(DKIM ? { dkim: DKIM } : {}),
   });
 
 /** nodemailer's pooled SMTP transport as its documentation shows it: one transport, every mail handed to it. */

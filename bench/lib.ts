@@ -23,12 +23,14 @@ export const CLARION_LOG_LEVEL = process.env.LOG_LEVEL ?? 'info';
 export const BENCH_RATE_LIMITS = { CLARION_RATE_LIMIT_PER_KEY: '1000000000', CLARION_RATE_LIMIT_PER_IP: '1000000000' };
 
 /**
- * Starts a TypeScript entry point in its own process and resolves once `ready` is printed.
+ * Starts an entry point (TypeScript through tsx, or a built .js) in its own process and resolves once `ready` is printed.
  * `root`: the checkout to run it from (the bench's own by default; a worktree of an older
  * commit for before/after comparisons).
  */
 export function start(entry: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp, root = ROOT): Promise<{ child: ChildProcess; out: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry), ...args], {
+  // A built entry (dist/*.js) runs as `npm start` runs it, without tsx and its compiler in memory.
+  const loader = entry.endsWith('.js') ? [] : ['--import', 'tsx'];
+  const child = spawn(process.execPath, [...loader, path.join(root, entry), ...args], {
     cwd: root,
     // The inbound SMTP server is off: several bench processes (and other checkouts) run at once.
     env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, CLARION_INBOUND_SMTP_PORT: 'off', ...BENCH_RATE_LIMITS, ...env },

@@ -1,10 +1,11 @@
 // npm run bench: Clarion against a raw baseline measured in the same run on the same machine.
 // Scenarios (BENCH_ONLY=name,name to pick): send (SQLite, plus BENCH_BEFORE_REF), postgres,
-// seeded (cost as the work grows), email, webpush, webhooks, gates (a send with preferences and
+// seeded (cost as the work grows), email, broadcast, webpush, webhooks, gates (a send with preferences and
 // throttling or deduplication against one without); opt-in only: send-instructions
 // (callgrind's instruction counts per accepted send, plus BENCH_BEFORE_REF), gates-instructions
 // (the gates scenario in instructions per send).
 import os from 'node:os';
+import { broadcastBench, printBroadcast } from './broadcast.js';
 import { checkoutBefore } from './before.js';
 import { type EmailRun, emailRounds } from './email-delivery.js';
 import { CLARION_LOG_LEVEL, fmt, median, percents, stop } from './lib.js';
@@ -141,6 +142,8 @@ async function main() {
     console.log(`  Clarion (API -> queue -> worker) : ${show(r.clarion)}`);
     console.log(`  ratio ${fmt(median(r.ratios) * 100)}% of the fastest raw sender, ${r.fastest}, median of the rounds' ratios (target >= 80%); rounds (%): ${percents(r.ratios)}`);
   }
+
+  if (wants('broadcast')) printBroadcast(await broadcastBench());
 
   if (wants('webhooks')) {
     const { runWebhookBench, printWebhookBench } = await import('./webhooks.js');

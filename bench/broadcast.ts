@@ -1,0 +1,137 @@
+// BENCH_ONLY=broadcast: one email broadcast to N users (BENCH_BROADCAST_SIZES, default 10000 and
+// 100000) by the embedded default (one process, API and workers, SQLite) into a local SMTP sink,
+// next to the raw baseline in the same run: nodemailer's pooled transport (5 connections, the
+// pool Clarion uses) sending as many mails into the same sink, plain and DKIM-signed (Clarion
+// signs every mail of a verified sender domain). Prints the total time from the send request to
+// the last mail at the sink, the rate, and the process's resident memory: before the send and its
+// peak (VmHWM). The server is the built one (dist/main.js, as `npm start` runs it): under tsx the
+// compiler alone holds some 60 MB more.
+import { execFileSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { rawSmtp, sink } from './email-delivery.js';
+import { ROOT, freePort, fmt, start, stop } from './lib.js';
+
+const DOMAIN = 'bench.example';
+const HTML = '<h1>Hello {{ user.id }}</h1><p>Our spring release is out. <a href="https://example.com/release">Read the notes</a>.</p>';
+
+export interface BroadcastRun {
+  size: number;
+  /** From the send request to the last mail at the sink. */
+  seconds: number;
+  rate: number;
+  peakRssMb: number;
+  /** Resident memory of the idle server, before the send. */
+  idleRssMb: number;
+  raw: number;
+  rawDkim: number;
+}
+
+export const broadcastSizes = () => (process.env.BENCH_BROADCAST_SIZES ?? '10000,100000').split(',').map(Number);
+
+/** A process's resident memory (VmRSS) or its peak so far (VmHWM), in MB. */
+function memoryMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN);
+  return kb / 1024;
+}
+
+/** `size` users with an email each, in one statement (a recursive CTE), as bench/seed.ts loads a grown store. */
+function seedUsers(file: string, accountId: string, envId: string, size: number): void {
+  const db = new Database(file);
+  db.pragma('busy_timeout = 10000');
+  const now = new Date().toISOString();
+  db.prepare(
+    `with recursive n(i) as (select 0 union all select i + 1 from n where i < ${size - 1})
+     insert into users (env_id, id, account_id, email, last_seen_time, created_at, updated_at)
+     select ?, 'reader-' || i, ?, 'reader-' || i || '@example.com', ?, ?, ? from n`,
+  ).run(envId, accountId, now, now, now);
+  db.close();
+}
+
+/** Marks the account's sender domain verified, as a DNS check would once its records are published. */
+function verifyDomain(file: string, domain: string): void {
+  const db = new Database(file);
+  db.pragma('busy_timeout = 10000');
+  db.prepare(`update sender_domains set verified_at = ?, status = 'SUCCESS' where domain = ?`).run(new Date().toISOString(), domain);
+  db.close();
+}
+
+async function clarionBroadcast(size: number): Promise<{ seconds: number; peakRssMb: number; idleRssMb: number }> {
+  const s = await sink();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-bench-broadcast-'));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  // The rate cap far above what one process sends: the bench measures throughput, not the cap.
+  const server = await start('dist/main.js', ['serve'], { CLARION_DATA_DIR: dataDir, SMTP_URL: s.url, DATABASE_URL: '', PORT: String(port), CLARION_BROADCAST_RATE: '100000' }, /API key\s+clarion_sk_\S+/);
+  try {
+    const key = /API key\s+(clarion_sk_\S+)/.exec(server.out)![1];
+    const accountId = /accountId\s+(\S+)/.exec(server.out)![1];
+    const envId = /clientId\s+(\S+)/.exec(server.out)![1];
+    const call = async (method: string, url: string, body?: unknown) => {
+      const res = await fetch(base + url, { method, headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+      const json = (await res.json()) as Record<string, unknown>;
+      if (res.status >= 300) throw new Error(`${method} ${url} answered ${res.status}: ${JSON.stringify(json)}`);
+      return json;
+    };
+    const file = path.join(dataDir, 'clarion.sqlite');
+    await call('POST', '/domains', { sender: DOMAIN });
+    verifyDomain(file, DOMAIN);
+    seedUsers(file, accountId, envId, size);
+    const created = await call('POST', '/broadcasts', {
+      name: `bench ${size}`,
+      type: 'bench_broadcast',
+      audience: { filter: { email: { $exists: true } } },
+      fromName: 'Bench',
+      fromAddress: `news@${DOMAIN}`,
+      subject: 'Spring release',
+      html: HTML,
+    });
+    const id = created.broadcastId as string;
+    const idleRssMb = memoryMb(server.child.pid!, 'VmRSS');
+    const began = performance.now();
+    await call('POST', `/broadcasts/${id}/send`);
+    await s.waitFor(size, 3_600_000);
+    const seconds = (s.arrivals[size - 1] - began) / 1000;
+    for (let i = 0; (await call('GET', `/broadcasts/${id}`)).status !== 'sent'; i++) {
+      if (i > 600) throw new Error('the broadcast never ended sent');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return { seconds, peakRssMb: memoryMb(server.child.pid!, 'VmHWM'), idleRssMb };
+  } finally {
+    await stop(server.child);
+    await s.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+export async function broadcastBench(): Promise<BroadcastRun[]> {
+  const keyDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-bench-dkim-'));
+  const keyFile = path.join(keyDir, 'dkim.pem');
+  fs.writeFileSync(keyFile, generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }));
+  const dkimEnv = { RAW_FROM: `news@${DOMAIN}`, DKIM_DOMAIN: DOMAIN, DKIM_SELECTOR: 'bench', DKIM_KEY_FILE: keyFile };
+  const runs: BroadcastRun[] = [];
+  execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
+  try {
+    for (const size of broadcastSizes()) {
+      const raw = (await rawSmtp('nodemailer pool', size)).rate;
+      const rawDkim = (await rawSmtp('nodemailer pool', size, dkimEnv)).rate;
+      const clarion = await clarionBroadcast(size);
+      runs.push({ size, seconds: clarion.seconds, rate: size / clarion.seconds, peakRssMb: clarion.peakRssMb, idleRssMb: clarion.idleRssMb, raw, rawDkim });
+    }
+  } finally {
+    fs.rmSync(keyDir, { recursive: true, force: true });
+  }
+  return runs;
+}
+
+export function printBroadcast(runs: BroadcastRun[]): void {
+  console.log('\nEmail broadcast into a local SMTP sink (built server, embedded SQLite, one process; raw: nodemailer pool, 5 connections, same sink):');
+  for (const r of runs) {
+    console.log(
+      `  ${String(r.size).padStart(6)} recipients: ${fmt(r.seconds, 1)} s, ${fmt(r.rate, 0)} msg/s; raw ${fmt(r.raw, 0)} msg/s (${fmt((r.rate / r.raw) * 100)}%), raw DKIM-signed ${fmt(r.rawDkim, 0)} msg/s (${fmt((r.rate / r.rawDkim) * 100)}%, target >= 80%); RSS ${fmt(r.idleRssMb, 0)} MB idle before the send, peak ${fmt(r.peakRssMb, 0)} MB (target < 150)`,
+    );
+  }
+}
