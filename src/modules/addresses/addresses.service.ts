@@ -3,7 +3,8 @@ import { AppError, invalid, notFound } from '../../errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import { DOMAIN_NAME, type DomainsService } from '../domains/domains.service.js';
 import type { AddressesRepository } from './addresses.repository.js';
-import { type EmailAddressRow, isUniqueViolation } from './addresses.tables.js';
+import { isUniqueViolation } from '../../storage/errors.js';
+import type { EmailAddressRow } from './addresses.tables.js';
 
 /** The pingram SDK's AccountAddressesResponseAddressesInner. */
 export interface AddressView {

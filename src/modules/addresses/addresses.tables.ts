@@ -38,9 +38,3 @@ export type AddressTables = {
 export type EmailAddressRow = Selectable<EmailAddressesTable>;
 export type InboundEmailRow = Selectable<InboundEmailsTable>;
 export type AddressesDb = Kysely<CoreTables & AddressTables & SendingTables>;
-
-/** Unique violation on either engine (pg 23505, SQLite SQLITE_CONSTRAINT_PRIMARYKEY / _UNIQUE). */
-export function isUniqueViolation(err: unknown): boolean {
-  const code = (err as { code?: string }).code;
-  return code === '23505' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || code === 'SQLITE_CONSTRAINT_UNIQUE';
-}

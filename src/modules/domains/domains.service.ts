@@ -3,7 +3,7 @@ import { domainToASCII } from 'node:url';
 import { promisify } from 'node:util';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
-import { isUniqueViolation } from '../addresses/addresses.tables.js';
+import { isUniqueViolation } from '../../storage/errors.js';
 import { type DnsRecord, type DnsRecordChecker, type RecordStatus, recordStatusOf, recordsFor, returnPathDomainOf } from './dns-records.js';
 import type { DomainsRepository } from './domains.repository.js';
 import type { DomainStatus, MailFromStatus, SenderDomainRow } from './domains.tables.js';

@@ -5,6 +5,7 @@ import type { TwilioClient } from '../../channels/telephony/twilio-client.js';
 import { DeliveryError } from '../../channels/types.js';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
+import { isUniqueViolation } from '../../storage/errors.js';
 import { normalizePhoneNumber } from '../users/users.validation.js';
 import { type AvailableNumberView, type AvailableSearch, devAvailableView, devPoolCandidates, twilioAvailableView } from './available-numbers.js';
 import type { PhoneNumberRow, TelephonyRepository } from './telephony.repository.js';
@@ -80,23 +81,31 @@ export class NumbersService {
     const endpoint = telephonyEndpoint(this.deps);
     if (!endpoint) throw new AppError('SERVICE_UNAVAILABLE', 'No telephony provider is configured.', 'Set TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN, or enable CLARION_DEV_CARRIER.');
     if (!endpoint.dev) await this.requireTwilioOwns(phoneNumber);
-    const isDefault = !(await this.repo.listNumbers(accountId)).some((r) => r.is_default === 1);
-    if (existing?.account_id === accountId) {
+    const write = async (isDefault: boolean) => {
       // Released by this account: active again, with its original createdAt.
-      await this.repo.reactivateNumber(accountId, phoneNumber, isDefault);
-      return orderAnswer(phoneNumber);
-    }
-    const row: PhoneNumberRow = {
-      phone_number: phoneNumber,
-      account_id: accountId,
-      label: null,
-      source: endpoint.dev ? 'dev' : 'twilio',
-      is_default: isDefault ? 1 : 0,
-      created_at: this.deps.clock.now().toISOString(),
-      released_at: null,
+      if (existing?.account_id === accountId) return void (await this.repo.reactivateNumber(accountId, phoneNumber, isDefault));
+      const row: PhoneNumberRow = {
+        phone_number: phoneNumber,
+        account_id: accountId,
+        label: null,
+        source: endpoint.dev ? 'dev' : 'twilio',
+        is_default: isDefault ? 1 : 0,
+        created_at: this.deps.clock.now().toISOString(),
+        released_at: null,
+      };
+      if (existing) await this.repo.takeOverReleasedNumber(row, this.holdCutoff());
+      else await this.repo.insertNumber(row);
     };
-    if (existing) await this.repo.takeOverReleasedNumber(row, this.holdCutoff());
-    else await this.repo.insertNumber(row);
+    const isDefault = !(await this.repo.listNumbers(accountId)).some((r) => r.is_default === 1);
+    try {
+      await write(isDefault);
+    } catch (err) {
+      // Another number became the account's default since the read (the automatic development
+      // number, or a concurrent order): the index phone_numbers_one_default keeps that one.
+      if (!isDefault || !isUniqueViolation(err)) throw err;
+      await write(false);
+    }
+    if (existing?.account_id === accountId) return orderAnswer(phoneNumber);
     const now = await this.repo.findNumber(phoneNumber);
     if (now?.account_id !== accountId || now.released_at !== null) throw new AppError('CONFLICT', `${phoneNumber} belongs to another account.`);
     return orderAnswer(phoneNumber);
