@@ -2,10 +2,8 @@
 // delivery job chain is durable, so the broadcast continues from its send cursor and ends sent;
 // every recipient gets the mail, and only what the killed server had already put on the wire
 // may arrive twice (at-least-once, docs/broadcasts.md "Delivery"), with the same Message-ID.
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { killFixture } from '../helpers/kill-fixture.js';
-import { freePort, spawnCli, waitForOutput } from '../helpers/process.js';
+import { expectOneMessageIdPerSubject, killFixture } from '../helpers/kill-fixture.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -15,20 +13,9 @@ describe.each(STORAGE_KINDS)('kill -9 of the server in the middle of a broadcast
   const k = killFixture(kind, 'clarion-bcast-kill', 3);
 
   it('continues after a restart: everyone gets it, duplicates only of what was on the wire at the kill', { timeout: 240_000 }, async () => {
-    const env = {
-      CLARION_DATA_DIR: k.dataDir,
-      DATABASE_URL: k.databaseUrl,
-      SMTP_URL: k.sink.url,
-      CLARION_ALLOW_PRIVATE_NETWORKS: 'true',
-      CLARION_JOB_LOCK_SECONDS: '2',
-      // One a second: the kill finds recipients not handed over yet.
-      CLARION_BROADCAST_RATE: '1',
-      CLARION_SECRET_KEY: randomBytes(32).toString('hex'),
-    };
-    const port1 = await freePort();
-    const first = spawnCli(['serve'], { ...env, PORT: String(port1) });
-    k.servers.push(first);
-    const out = await waitForOutput(first, /API key\s+clarion_sk_\S+/, 60_000);
+    // One a second: the kill finds recipients not handed over yet.
+    const env = k.env({ CLARION_BROADCAST_RATE: '1' });
+    const { child: first, port: port1, out } = await k.serve(env, /API key\s+clarion_sk_\S+/);
     const key = /API key\s+(clarion_sk_\S+)/.exec(out)![1];
     const api = async (port: number, method: string, url: string, body?: unknown) => {
       const res = await fetch(`http://127.0.0.1:${port}${url}`, {
@@ -57,25 +44,18 @@ describe.each(STORAGE_KINDS)('kill -9 of the server in the middle of a broadcast
     // Some mail is out, some on the wire (held by the sink), the rest not handed over yet: kill without warning.
     const unhanded = async () => ((await api(port1, 'GET', `/broadcasts/${id}/recipients`)).body.recipients as { trackingId?: string }[]).filter((r) => !r.trackingId).length;
     await eventually(async () => k.sink.answered() >= 3 && k.sink.held() > 0 && (await unhanded()) > 0, 60_000, 'first deliveries, more in flight, the rest not handed over');
-    const exited = new Promise((r) => first.on('exit', r));
-    first.kill('SIGKILL');
-    await exited;
+    await k.kill(first);
     const onTheWire = new Set(k.sink.received.map((m) => m.subject));
     expect(onTheWire.size).toBeLessThan(N);
     k.sink.answerAll();
 
-    const port2 = await freePort();
-    const second = spawnCli(['serve'], { ...env, PORT: String(port2), LOG_LEVEL: 'info' });
-    k.servers.push(second);
+    const { child: second, port: port2 } = await k.serve({ ...env, LOG_LEVEL: 'info' }, /listening on/);
     try {
-      await waitForOutput(second, /listening on/, 60_000);
       await eventually(async () => (await api(port2, 'GET', `/broadcasts/${id}`)).body.status === 'sent', 60_000, 'the broadcast sent');
       const subjects = k.sink.received.map((m) => m.subject);
       expect(new Set(subjects)).toEqual(new Set(emails.map((e) => `For ${e}`)));
       // At-least-once: a mail arrives twice only when the killed server had it on the wire, and keeps its Message-ID.
-      const bySubject = new Map<string, Set<string>>();
-      for (const m of k.sink.received) bySubject.set(m.subject, (bySubject.get(m.subject) ?? new Set()).add(m.messageId));
-      for (const [subject, ids] of bySubject) expect(ids.size, `${subject} kept one Message-ID`).toBe(1);
+      expectOneMessageIdPerSubject(k.sink.received);
       for (const subject of new Set(subjects)) if (subjects.filter((s) => s === subject).length > 1) expect(onTheWire.has(subject), `${subject} twice`).toBe(true);
       const metrics = await api(port2, 'GET', `/broadcasts/${id}/metrics`);
       expect(metrics.body.counts).toMatchObject({ pending: 0, sent: N, delivered: N, failed: 0, bounced: 0 });

@@ -1,7 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { killFixture } from '../helpers/kill-fixture.js';
-import { freePort, spawnCli, waitForOutput } from '../helpers/process.js';
+import { expectOneMessageIdPerSubject, killFixture } from '../helpers/kill-fixture.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -13,18 +11,8 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
   // take is two server start-ups from source and one lock expiry, which on a loaded 2-core
   // machine runs past vitest's default 30 s, so the limit is the sum of the waits' own bounds.
   it('delivers every accepted send after a restart, duplicates carrying the same Message-ID', { timeout: 240_000 }, async () => {
-    const env = {
-      CLARION_DATA_DIR: k.dataDir,
-      DATABASE_URL: k.databaseUrl,
-      SMTP_URL: k.sink.url,
-      CLARION_ALLOW_PRIVATE_NETWORKS: 'true',
-      CLARION_JOB_LOCK_SECONDS: '2',
-      CLARION_SECRET_KEY: randomBytes(32).toString('hex'),
-    };
-    const port1 = await freePort();
-    const first = spawnCli(['serve'], { ...env, PORT: String(port1) });
-    k.servers.push(first);
-    const out = await waitForOutput(first, /API key\s+clarion_sk_\S+/, 60_000);
+    const env = k.env();
+    const { child: first, port: port1, out } = await k.serve(env, /API key\s+clarion_sk_\S+/);
     const key = /API key\s+(clarion_sk_\S+)/.exec(out)![1];
 
     const accepted = await Promise.all(
@@ -42,23 +30,16 @@ describe.each(STORAGE_KINDS)('kill -9 of the server while deliveries are in flig
 
     // Some mail is out, some on the wire (held by the k.sink), the rest queued: kill without warning.
     await eventually(() => k.sink.answered() >= 3 && k.sink.held() > 0, 30_000, 'first deliveries, and more in flight');
-    const exited = new Promise((r) => first.on('exit', r));
-    first.kill('SIGKILL');
-    await exited;
+    await k.kill(first);
     const atKill = k.sink.received.length;
     expect(atKill).toBeLessThan(N);
     expect(k.sink.held()).toBeGreaterThan(0);
     k.sink.answerAll();
 
-    const port2 = await freePort();
-    const second = spawnCli(['serve'], { ...env, PORT: String(port2), LOG_LEVEL: 'info' });
-    k.servers.push(second);
+    const { child: second, port: port2 } = await k.serve({ ...env, LOG_LEVEL: 'info' }, /listening on/);
     try {
-      await waitForOutput(second, /listening on/, 60_000);
       await eventually(() => new Set(k.sink.received.map((m) => m.subject)).size === N, 60_000, 'every accepted send delivered');
-      const bySubject = new Map<string, Set<string>>();
-      for (const m of k.sink.received) bySubject.set(m.subject, (bySubject.get(m.subject) ?? new Set()).add(m.messageId));
-      for (const [subject, ids] of bySubject) expect(ids.size, `${subject} kept one Message-ID`).toBe(1);
+      expectOneMessageIdPerSubject(k.sink.received);
       // At-least-once: only what was in flight at the kill may arrive twice.
       expect(k.sink.received.length - N).toBeLessThanOrEqual(16);
       // The k.sink saw no socket errors but the killed process's dropped connections.
