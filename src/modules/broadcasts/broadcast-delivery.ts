@@ -4,7 +4,7 @@ import type { EnvScope } from '../../storage/env-settings.js';
 import { AccountsRepository } from '../accounts/accounts.repository.js';
 import { currentCycleStart } from '../accounts/billing-cycle.js';
 import type { IntakeUnit, SendIntake } from '../sending/intake.js';
-import { acceptedMessageRow } from '../sending/message-rows.js';
+import { internalMessageRow } from '../sending/message-rows.js';
 import type { SendBody } from '../sending/sending.schemas.js';
 import { PROCESS_MESSAGE_JOB } from '../sending/sending.service.js';
 import { parseRecipient } from '../users/users.service.js';
@@ -154,20 +154,14 @@ export class BroadcastDelivery {
       recipient: parseRecipient({ id: r.user_id }),
       ensureType: row.notification_id,
       job: { name: PROCESS_MESSAGE_JOB, data: { trackingId }, runAt: dueAt },
-      message: acceptedMessageRow({
+      message: internalMessageRow({
         tracking_id: trackingId,
         account_id: row.account_id,
         env_id: row.env_id,
         notification_id: row.notification_id!,
         user_id: r.user_id,
-        template_id: null,
-        sub_notification_id: null,
         request: JSON.stringify(body),
-        state: 'queued',
-        ip: null,
-        agent: null,
         received_at: now,
-        scheduled_for: null,
       }),
     };
   }

@@ -5,17 +5,8 @@ import type { SendingTables } from '../sending/sending.tables.js';
 import { type BroadcastRecipientsTable, type BroadcastTables, type RecipientRow, type RecipientState } from './broadcasts.tables.js';
 
 /** A handed-over recipient with what the delivery ledger holds of its message (null: not written yet). */
-export interface TrackedRecipient {
-  seq: number;
-  state: RecipientState;
-  sent_at: string | null;
-  delivered_at: string | null;
-  failed_at: string | null;
-  bounced_at: string | null;
-  opened_at: string | null;
-  clicked_at: string | null;
-  unsubscribed_at: string | null;
-  skip_reason: RecipientRow['skip_reason'];
+export interface TrackedRecipient
+  extends Pick<RecipientRow, 'seq' | 'state' | 'sent_at' | 'delivered_at' | 'failed_at' | 'bounced_at' | 'opened_at' | 'clicked_at' | 'unsubscribed_at' | 'skip_reason'> {
   message_state: string | null;
   message_failed_at: string | null;
   message_skipped: string | null;

@@ -3,7 +3,7 @@ import { AccountsRepository } from '../accounts/accounts.repository.js';
 import { currentCycleStart } from '../accounts/billing-cycle.js';
 import type { LedgerSession } from '../delivery/ledger.js';
 import { SEND_CHANNELS } from '../sending/channels.js';
-import { acceptedMessageRow } from '../sending/message-rows.js';
+import { internalMessageRow } from '../sending/message-rows.js';
 import type { SendIntake } from '../sending/intake.js';
 import type { SendBody } from '../sending/sending.schemas.js';
 import { PROCESS_MESSAGE_JOB } from '../sending/sending.service.js';
@@ -160,20 +160,14 @@ export class DigestsService {
       recipient: parseRecipient({ id: digest.user_id }),
       ensureType: null,
       job: { name: PROCESS_MESSAGE_JOB, data: { trackingId }, runAt: null },
-      message: acceptedMessageRow({
+      message: internalMessageRow({
         tracking_id: trackingId,
         account_id: digest.account_id,
         env_id: digest.env_id,
         notification_id: digest.notification_id,
         user_id: digest.user_id,
-        template_id: null,
-        sub_notification_id: null,
         request: JSON.stringify(body),
-        state: 'queued',
-        ip: null,
-        agent: null,
         received_at: at,
-        scheduled_for: null,
       }),
     };
   }

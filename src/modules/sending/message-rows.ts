@@ -39,3 +39,11 @@ export function acceptedMessageRow(m: AcceptedMessage): MessageRow {
     skipped: null,
   };
 }
+
+/** What the service sends of its own accord (a digest, a broadcast recipient) names of its message. */
+export type InternalMessage = Pick<MessageRow, 'tracking_id' | 'account_id' | 'env_id' | 'notification_id' | 'user_id' | 'request' | 'received_at'>;
+
+/** The queued message row of a send the service makes itself: no template, sub-notification, schedule or caller (ip, agent). */
+export function internalMessageRow(m: InternalMessage): MessageRow {
+  return acceptedMessageRow({ ...m, template_id: null, sub_notification_id: null, state: 'queued', ip: null, agent: null, scheduled_for: null });
+}
