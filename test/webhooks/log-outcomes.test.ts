@@ -142,6 +142,26 @@ describe.each(STORAGE_KINDS)('webhook outcomes in the log (%s)', (kind) => {
     expect(webhookFields(await log(email))).toEqual({ email_inbound_webhook_delivered: false, email_inbound_webhook_res: 'HTTP 410: gone' });
   });
 
+  it('a 410 disables the endpoint: its deliveries still waiting for a retry settle as ENDPOINT_DISABLED', async () => {
+    await create(['EMAIL_FAILED', 'EMAIL_INBOUND']);
+    receiver.answer({ status: 500, body: 'boom' });
+    const waiting = await transition(t, 'email', 'failed');
+    expect(await service.worker.runOnce()).toBe(1);
+    expect(webhookFields(await log(waiting))).toEqual({});
+
+    receiver.answer({ status: 410, body: 'gone' });
+    const replied = await transition(t, 'email', 'sent');
+    await emit(inbound('EMAIL_INBOUND', replied));
+    // Only the reply is due; the failed event waits for its retry, and is failed by the 410.
+    expect(await service.worker.runOnce()).toBe(1);
+    expect(webhookFields(await log(replied))).toEqual({ email_inbound_webhook_delivered: false, email_inbound_webhook_res: 'HTTP 410: gone' });
+    const res = (await log(waiting)).email_failed_webhook_res;
+    expect(res).toMatch(/^ENDPOINT_DISABLED: The endpoint answered 410 Gone at .*; it was disabled\./);
+    clock.advance(RETRY_DELAYS_MS[0]);
+    expect(await service.worker.runOnce()).toBe(0);
+    expect(receiver.requests).toHaveLength(2);
+  });
+
   it('an event of no message (new mail, a purged message) is delivered and sets nothing', async () => {
     const endpointId = await create(['EMAIL_INBOUND']);
     await emit(inbound('EMAIL_INBOUND', ''));

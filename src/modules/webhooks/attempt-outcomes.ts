@@ -113,7 +113,7 @@ export class OutcomeRecorder {
     await repo.insertAttempts(attempts);
     for (const [lease, group] of succeeded) await repo.markSucceeded(group.ids, lease, group.at);
     for (const s of settles) await repo.settleDelivery(s.id, s.lease, s.patch);
-    if (healthNeeded) await this.updateHealth(repo, health);
+    if (healthNeeded) logs.push(...(await this.updateHealth(repo, health)));
     if (logs.length > 0) {
       const ledger = this.deps.ledger.session(repo.executor());
       await ledger.mergeMessageDetails(logs, this.deps.clock.now().toISOString());
@@ -125,9 +125,11 @@ export class OutcomeRecorder {
    * Endpoint health: a success clears failing_since; a failure starts it; an endpoint failing
    * for five days, or answering 410 Gone, is disabled with the reason shown on it, and its
    * pending deliveries fail (POST /webhooks/{id}/recover sends them again once it is fixed).
+   * Answers those failed deliveries' log fields: settled too, with the reason as the answer.
    */
-  private async updateHealth(repo: WebhooksRepository, health: Map<string, EndpointHealth>): Promise<void> {
+  private async updateHealth(repo: WebhooksRepository, health: Map<string, EndpointHealth>): Promise<LogOutcome[]> {
     const now = this.deps.clock.now();
+    const logs: LogOutcome[] = [];
     for (const row of await repo.endpointsHealth([...health.keys()])) {
       const h = health.get(row.id)!;
       if (row.disabled_at) continue;
@@ -139,11 +141,15 @@ export class OutcomeRecorder {
       if (reason) {
         const at = now.toISOString();
         await repo.setEndpointHealth(row.id, { disabled_at: at, disabled_reason: reason.slice(0, 1000) });
-        await repo.failPending(row.id, 'endpoint disabled', at);
+        for (const failed of await repo.failPending(row.id, 'endpoint disabled', at)) {
+          const log = failed.tracking_id && webhookLogFields(failed.event_type, false, { statusCode: null, headers: {}, body: '', durationMs: 0, error: `ENDPOINT_DISABLED: ${reason}` });
+          if (log) logs.push({ trackingId: failed.tracking_id!, accountId: failed.account_id, envId: failed.env_id, ...log });
+        }
         this.deps.logger.warn({ endpointId: row.id }, 'webhooks: endpoint disabled');
       } else if (h.success && row.failing_since) await repo.setEndpointHealth(row.id, { failing_since: null });
       else if (!h.success && !row.failing_since) await repo.setEndpointHealth(row.id, { failing_since: h.failedAt });
     }
+    return logs;
   }
 }
 

@@ -22,6 +22,15 @@ import type { SendingTables } from '../sending/sending.tables.js';
 const INSERT_CHUNK = 500;
 
 /** A due delivery with what its attempt needs. */
+/** A pending delivery failed because its endpoint was disabled, with its event's message. */
+export interface FailedPending {
+  event_id: string;
+  event_type: string;
+  account_id: string;
+  env_id: string;
+  tracking_id: string | null;
+}
+
 export interface ClaimedDelivery {
   id: string;
   endpoint_id: string;
@@ -396,14 +405,24 @@ export class WebhooksRepository {
     await this.db.updateTable('webhook_endpoints').set(patch).where('id', '=', id).execute();
   }
 
-  /** Fails an endpoint's pending deliveries (it was disabled); recovery can send them again. */
-  async failPending(endpointId: string, reason: string, at: string): Promise<void> {
-    await this.db
+  /**
+   * Fails an endpoint's pending deliveries (it was disabled); recovery can send them again.
+   * Answers the failed deliveries' events with their messages, for those messages' logs.
+   */
+  async failPending(endpointId: string, reason: string, at: string): Promise<FailedPending[]> {
+    const failed = await this.db
       .updateTable('webhook_deliveries')
       .set({ status: 'failed', lease: null, last_error: reason, updated_at: at })
       .where('endpoint_id', '=', endpointId)
       .where('status', '=', 'pending')
+      .returning(['event_id', 'event_type', 'account_id', 'env_id'])
       .execute();
+    const trackingIds = new Map<string, string | null>();
+    for (let i = 0; i < failed.length; i += 500) {
+      const ids = failed.slice(i, i + 500).map((f) => f.event_id);
+      for (const e of await this.db.selectFrom('webhook_events').select(['id', 'tracking_id']).where('id', 'in', ids).execute()) trackingIds.set(e.id, e.tracking_id);
+    }
+    return failed.map((f) => ({ ...f, tracking_id: trackingIds.get(f.event_id) ?? null }));
   }
 
   // --- attempts, replay, recovery ---------------------------------------------------------
