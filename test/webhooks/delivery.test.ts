@@ -4,12 +4,12 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RETRY_DELAYS_MS } from '../../src/modules/webhooks/schedule.js';
-import { WebhooksService } from '../../src/modules/webhooks/webhooks.service.js';
-import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
+import type { WebhooksService } from '../../src/modules/webhooks/webhooks.service.js';
+import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 import { WebhookReceiver, verifySignatures } from '../helpers/webhook-receiver.js';
-import { transition } from './webhook-fixtures.js';
+import { manualClockWebhooks, transition } from './webhook-fixtures.js';
 
 const LEDGER_EVENTS = ['EMAIL_DELIVERED', 'EMAIL_FAILED', 'SMS_DELIVERED', 'SMS_FAILED', 'PUSH_FAILED', 'CALL_FAILED', 'WEB_PUSH_FAILED', 'SLACK_FAILED', 'INAPP_WEB_FAILED'];
 
@@ -137,22 +137,12 @@ describe.each(STORAGE_KINDS)('webhook delivery, real clock (%s)', (kind) => {
 });
 
 describe.each(STORAGE_KINDS)('webhook retries under a manual clock (%s)', (kind) => {
+  const h = manualClockWebhooks(kind);
+  const { clock, scope } = h;
   let t: TestContext;
   let receiver: WebhookReceiver;
   let service: WebhooksService;
-  const clock = new ManualClock();
-  const scope = () => ({ accountId: t.account.accountId, envId: t.account.clientId });
-  beforeAll(async () => {
-    t = await createTestContext(kind, { clock, config: { allowPrivateNetworks: true, webhookTimeoutMs: 300 } });
-    receiver = await new WebhookReceiver().start();
-    // Jitter fixed at its middle: the delays are the schedule's own.
-    service = new WebhooksService(t.deps, { random: () => 0.5 });
-  });
-  afterAll(async () => {
-    await service.sender.close();
-    await receiver.close();
-    await t.close();
-  });
+  beforeAll(() => ({ t, receiver, service } = h));
   let endpointId = '';
   beforeEach(async () => {
     receiver.requests.length = 0;

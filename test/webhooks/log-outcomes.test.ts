@@ -3,15 +3,15 @@
 // inbound events, `*_webhook_delivered`; a failure that will be retried sets nothing yet; with
 // several endpoints the last settled answer is kept; events of no message set nothing. Driven
 // through a loopback receiver under a manual clock (the retry schedule's own delays).
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { NewWebhookEvent } from '../../src/modules/webhooks/outbox.js';
 import { RETRY_DELAYS_MS } from '../../src/modules/webhooks/schedule.js';
 import { webhookRes } from '../../src/modules/webhooks/webhook-log-fields.js';
-import { WebhooksService } from '../../src/modules/webhooks/webhooks.service.js';
-import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
+import type { WebhooksService } from '../../src/modules/webhooks/webhooks.service.js';
+import type { TestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
-import { transition } from './webhook-fixtures.js';
+import { manualClockWebhooks, transition } from './webhook-fixtures.js';
 
 describe('webhookRes', () => {
   it('is the status and the body folded and cut, or the reason there was no answer', () => {
@@ -25,11 +25,12 @@ describe('webhookRes', () => {
 });
 
 describe.each(STORAGE_KINDS)('webhook outcomes in the log (%s)', (kind) => {
+  const h = manualClockWebhooks(kind);
+  const { clock, scope } = h;
   let t: TestContext;
   let receiver: WebhookReceiver;
   let service: WebhooksService;
-  const clock = new ManualClock();
-  const scope = () => ({ accountId: t.account.accountId, envId: t.account.clientId });
+  beforeAll(() => ({ t, receiver, service } = h));
   const log = async (trackingId: string) => (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs?.[0] as Record<string, unknown>;
   const webhookFields = (record: Record<string, unknown>) => Object.fromEntries(Object.entries(record).filter(([k]) => k.includes('_webhook_')));
   const emit = (event: Omit<NewWebhookEvent, 'accountId' | 'envId'>) =>
@@ -52,16 +53,6 @@ describe.each(STORAGE_KINDS)('webhook outcomes in the log (%s)', (kind) => {
     return id;
   };
 
-  beforeAll(async () => {
-    t = await createTestContext(kind, { clock, config: { allowPrivateNetworks: true, webhookTimeoutMs: 300 } });
-    receiver = await new WebhookReceiver().start();
-    service = new WebhooksService(t.deps, { random: () => 0.5 });
-  });
-  afterAll(async () => {
-    await service.sender.close();
-    await receiver.close();
-    await t.close();
-  });
   beforeEach(() => {
     receiver.requests.length = 0;
     receiver.answer({ status: 200, body: 'ok' });

@@ -1,4 +1,8 @@
-import type { TestContext } from '../helpers/context.js';
+import { afterAll, beforeAll } from 'vitest';
+import { WebhooksService } from '../../src/modules/webhooks/webhooks.service.js';
+import type { Dialect } from '../../src/storage/db.js';
+import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { deliveryRow, messageRow, seed } from '../delivery/ledger-fixtures.js';
 import type { AttemptRow } from '../../src/modules/sending/sending.tables.js';
 
@@ -31,4 +35,34 @@ export async function transition(t: TestContext, channel: string, to: 'failed' |
     if (to === 'delivered') await t.deps.ledger.recordProviderStatus({ channel: channel as 'sms', providerMessageId: `pm-${delivery.id}`, status: 'delivered', at: new Date(at) });
   }
   return message.tracking_id;
+}
+
+/** A test context under a manual clock, a loopback receiver, and a webhooks service of its own. */
+export interface ManualClockWebhooks {
+  t: TestContext;
+  receiver: WebhookReceiver;
+  service: WebhooksService;
+  clock: ManualClock;
+  scope: () => { accountId: string; envId: string };
+}
+
+/**
+ * Registers the suite's beforeAll/afterAll that make and close a ManualClockWebhooks: short
+ * timeouts, private addresses allowed (the receiver is on loopback), and the retry jitter fixed
+ * at its middle so that the delays are the schedule's own. Its fields are set once beforeAll ran.
+ */
+export function manualClockWebhooks(kind: Dialect): ManualClockWebhooks {
+  const clock = new ManualClock();
+  const h = { clock, scope: () => ({ accountId: h.t.account.accountId, envId: h.t.account.clientId }) } as ManualClockWebhooks;
+  beforeAll(async () => {
+    h.t = await createTestContext(kind, { clock, config: { allowPrivateNetworks: true, webhookTimeoutMs: 300 } });
+    h.receiver = await new WebhookReceiver().start();
+    h.service = new WebhooksService(h.t.deps, { random: () => 0.5 });
+  });
+  afterAll(async () => {
+    await h.service.sender.close();
+    await h.receiver.close();
+    await h.t.close();
+  });
+  return h;
 }
