@@ -63,9 +63,10 @@ export class PacingRepository {
       .where('b.account_id', '=', accountId)
       .where('b.status', '=', 'sending')
       .where('b.audience_frozen_at', 'is not', null)
-      .where(({ exists, selectFrom }) =>
-        exists(
-          selectFrom('broadcast_recipients as r')
+      .where((eb) =>
+        eb.exists(
+          eb
+            .selectFrom('broadcast_recipients as r')
             .select('r.seq')
             .whereRef('r.broadcast_id', '=', 'b.id')
             .where('r.state', '=', 'pending')
