@@ -13,6 +13,7 @@ import type { BroadcastsService } from './broadcasts.service.js';
 import { BroadcastsRepository } from './broadcasts.repository.js';
 import type { BroadcastRow, RecipientRow } from './broadcasts.tables.js';
 import { type BroadcastPacing, pageSlots } from './broadcast-pacing.js';
+import { STEP_MARK_INTERVAL_MS } from './delivery-recovery.js';
 import { RecipientDeliveryRepository } from './recipient-delivery.repository.js';
 import type { RecipientTracking } from './recipient-tracking.js';
 import type { ReputationGuard } from './reputation-guard.js';
@@ -20,8 +21,6 @@ import { RecipientsRepository } from './recipients.repository.js';
 
 /** How often a broadcast whose recipients are all handed over looks again for the ones in flight. */
 export const TRACK_INTERVAL_MS = 1000;
-/** How stale the chain's last step on the broadcast row (send_step_at) may get before a step writes it again. */
-export const STEP_MARK_INTERVAL_MS = 10_000;
 
 /** When the delivery job chain runs next. */
 export interface NextStep {

@@ -1,8 +1,9 @@
 import type { Deps } from '../../deps.js';
-import type { BroadcastJobs } from './broadcasts.jobs.js';
+import type { JobDb } from '../../queue/port.js';
 import { BroadcastsRepository } from './broadcasts.repository.js';
-import { STEP_MARK_INTERVAL_MS } from './broadcast-delivery.js';
 
+/** How stale the chain's last step on the broadcast row (send_step_at) may get before a step marks it again. */
+export const STEP_MARK_INTERVAL_MS = 10_000;
 /**
  * How long a chain may run no step before the sweep replaces it, beyond the job lock (a job whose
  * worker died is taken up again once its lock expires). A live chain steps every second or so and
@@ -13,6 +14,11 @@ export const QUIET_CHAIN_MS = 120_000;
 export const MAX_QUIET_CHAIN_MS = 3_600_000;
 /** Broadcasts read per batch of the sweep. */
 const SWEEP_BATCH = 100;
+
+/** The enqueue of a new chain's first step (BroadcastJobs.enqueueDeliver; not imported: the delivery imports this file). */
+interface ChainStarter {
+  enqueueDeliver(db: JobDb, data: { accountId: string; envId: string; broadcastId: string; token: string }): Promise<void>;
+}
 
 /**
  * Restarts the delivery of sending broadcasts whose job chain ended (its job failed for good,
@@ -26,7 +32,7 @@ const SWEEP_BATCH = 100;
 export class DeliveryRecovery {
   constructor(
     private readonly deps: Pick<Deps, 'db' | 'clock' | 'ids' | 'logger' | 'config'>,
-    private readonly jobs: Pick<BroadcastJobs, 'enqueueDeliver'>,
+    private readonly jobs: ChainStarter,
   ) {}
 
   /** How long a chain started after `restarts` restarts may run no step. */
