@@ -1,8 +1,12 @@
-import type { Kysely, Updateable } from 'kysely';
+import type { ExpressionBuilder, Kysely, Updateable } from 'kysely';
 import type { EnvScope } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { BroadcastStatus } from './broadcast-states.js';
-import { type BroadcastRow, type BroadcastTransitionsTable, type BroadcastsDb, type BroadcastsTable, type TransitionRow, broadcastsDb } from './broadcasts.tables.js';
+import { type BroadcastRow, type BroadcastTables, type BroadcastTransitionsTable, type BroadcastsDb, type BroadcastsTable, type TransitionRow, broadcastsDb } from './broadcasts.tables.js';
+
+/** A broadcast whose delivery chain marked no step since `before` (never started: whose audience was frozen before it). */
+const quietSince = (before: string) => (eb: ExpressionBuilder<BroadcastTables, 'broadcasts'>) =>
+  eb.or([eb('send_step_at', '<', before), eb.and([eb('send_step_at', 'is', null), eb('audience_frozen_at', '<', before)])]);
 
 /** What a conditional update expects to find: the status read, and whether the broadcast was archived. */
 export interface Expected {
@@ -12,7 +16,8 @@ export interface Expected {
 
 /**
  * Kysely only: broadcasts and their transitions, every query scoped by account and environment
- * except the due list of the start job and the freeze job's reads by id. Pass a transaction to
+ * except the due list of the start job, the recovery sweep's list of quiet chains and the freeze
+ * job's reads by id. Pass a transaction to
  * join one.
  */
 export class BroadcastsRepository {
@@ -193,7 +198,7 @@ export class BroadcastsRepository {
       .select(['id', 'account_id', 'env_id', 'send_token', 'send_step_at', 'send_restarts', 'audience_frozen_at'])
       .where('status', '=', 'sending')
       .where('audience_frozen_at', 'is not', null)
-      .where((eb) => eb.or([eb('send_step_at', '<', before), eb.and([eb('send_step_at', 'is', null), eb('audience_frozen_at', '<', before)])]))
+      .where(quietSince(before))
       .orderBy('id')
       .limit(limit)
       .execute();
@@ -213,7 +218,7 @@ export class BroadcastsRepository {
       .where('id', '=', id)
       .where('status', '=', 'sending')
       .where('send_token', from === null ? 'is' : '=', from)
-      .where((eb) => eb.or([eb('send_step_at', '<', before), eb.and([eb('send_step_at', 'is', null), eb('audience_frozen_at', '<', before)])]))
+      .where(quietSince(before))
       .executeTakeFirst();
     return Number(result.numUpdatedRows) > 0;
   }
