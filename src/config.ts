@@ -75,6 +75,11 @@ export interface Config extends TelephonySettings {
   trustProxy: false | string;
   /** Broadcast messages per second per account (CLARION_BROADCAST_RATE; docs/broadcasts.md "Rate"). */
   broadcastRate: number;
+  /**
+   * Broadcast messages per second per sender domain of an account (CLARION_BROADCAST_DOMAIN_RATE);
+   * absent: no bound of its own (the account's rate bounds each domain).
+   */
+  broadcastDomainRate?: number;
   /** The domain this server's mail leaves from, named in the SPF include and return-path CNAME of sender domains (CLARION_SENDING_DOMAIN). */
   sendingDomain: string;
 }
@@ -212,6 +217,8 @@ const SPEC = {
   CLARION_RATE_LIMIT_PER_IP: countOrOff(60_000),
   CLARION_RATE_LIMIT_WINDOW: int(60, 1, 86_400),
   CLARION_BROADCAST_RATE: int(100, 1, 100_000),
+  // 0 (unset): no domain bound of its own (envalid takes no undefined value; loadConfig reads 0 as absent).
+  CLARION_BROADCAST_DOMAIN_RATE: setting('an integer from 1 to 100000', integer(1, 100_000), 0),
   CLARION_TRUST_PROXY: setting<Config['trustProxy']>('off, or a comma-separated list of proxy addresses (10.0.0.1, 10.0.0.0/8, loopback)', trustProxy, false),
 };
 
@@ -275,6 +282,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitPerIp: offIfZero(e.CLARION_RATE_LIMIT_PER_IP),
     rateLimitWindowMs: e.CLARION_RATE_LIMIT_WINDOW * 1000,
     broadcastRate: e.CLARION_BROADCAST_RATE,
+    ...(e.CLARION_BROADCAST_DOMAIN_RATE ? { broadcastDomainRate: e.CLARION_BROADCAST_DOMAIN_RATE } : {}),
     trustProxy: e.CLARION_TRUST_PROXY,
     sendingDomain: e.CLARION_SENDING_DOMAIN || (domainName(e.CLARION_DEFAULT_FROM_ADDRESS.split('@').pop() ?? '') ?? 'clarion.localhost'),
   };

@@ -25,6 +25,8 @@ export interface Workers {
   scheduleDigests(): Promise<string>;
   /** Schedules this minute's start of due scheduled broadcasts (one per minute across every process). */
   scheduleBroadcastStarts(): Promise<string>;
+  /** Schedules this minute's restart of quiet broadcast delivery chains (one per minute across every process). */
+  scheduleBroadcastRecovery(): Promise<string>;
   /** The inbound SMTP server of this process; null when CLARION_INBOUND_SMTP_PORT is off. */
   inboundSmtp: InboundSmtpServer | null;
   stop(): Promise<void>;
@@ -44,7 +46,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   const maintenance = registerMaintenanceJobs(deps);
   const domainJobs = registerDomainJobs(deps, services.domains);
   const digestJobs = registerDigestJobs(deps, services.digests);
-  const broadcastJobs = registerBroadcastJobs(deps, services.broadcasts.sending, services.broadcasts.delivery, services.broadcasts.jobs);
+  const broadcastJobs = registerBroadcastJobs(deps, services.broadcasts);
   await deps.queue.start();
   const webhooks = startWebhookJobs(services.webhooks);
   // Inbound mail is received where the workers run (roles all and worker): it records into the
@@ -77,7 +79,13 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
     void broadcastJobs.scheduleSweep().catch((err) => deps.logger.warn({ err }, 'could not schedule the start of due broadcasts'));
   };
   scheduleDigests();
-  const digestTimer = setInterval(scheduleDigests, MINUTE_MS);
+  // Broadcast delivery chains that ended or stalled: every minute, not at start (the chains of
+  // before a restart run their next step first).
+  const everyMinute = () => {
+    scheduleDigests();
+    void broadcastJobs.scheduleRecovery().catch((err) => deps.logger.warn({ err }, 'could not schedule the recovery of broadcast delivery'));
+  };
+  const digestTimer = setInterval(everyMinute, MINUTE_MS);
   digestTimer.unref();
 
   let stopped: Promise<void> | null = null;
@@ -89,6 +97,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
     scheduleDomainChecks: domainJobs.scheduleChecks,
     scheduleDigests: digestJobs.scheduleSweep,
     scheduleBroadcastStarts: broadcastJobs.scheduleSweep,
+    scheduleBroadcastRecovery: broadcastJobs.scheduleRecovery,
     inboundSmtp,
     // Idempotent: a second stop waits for the first instead of closing connections twice.
     stop() {

@@ -6,6 +6,7 @@
 //   resume continues from the cursor with a new chain (the old one stops), cancel skips what was
 //   not handed over; nobody is handed over twice.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChainDriver, broadcastRow, busiestWindow, firstScope, startChain } from '../helpers/broadcast-chains.js';
 import { callAs, createDraft, seedUsers, userRow } from '../helpers/broadcasts.js';
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { type DnsTestServer, startDnsServer } from '../helpers/dns-server.js';
@@ -21,36 +22,19 @@ describe.each(STORAGE_KINDS)('broadcast pacing, pause, resume and cancel (%s)', 
   let t: TestContext;
   let dns: DnsTestServer;
   const clock = new ManualClock(new Date('2026-05-04T07:00:00.000Z'));
-  const scope = () => ({ accountId: t.account.accountId, envId: t.account.clientId });
+  const scope = () => firstScope(t);
   const call = (method: 'GET' | 'POST', url: string, payload?: unknown) => callAs(t, method, url, payload);
   const db = () => broadcastsDb(t.deps.db);
-  const row = (id: string) => db().selectFrom('broadcasts').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  const row = (id: string) => broadcastRow(t, id);
   const recipients = (ids: string[]) => db().selectFrom('broadcast_recipients').selectAll().where('broadcast_id', 'in', ids).orderBy('seq').execute();
 
-  /** Sends a broadcast and runs its freeze job to the end (which starts its delivery chain); answers the chain's token. */
-  async function start(id: string, operation: 'send' | 'resume' = 'send'): Promise<string> {
-    expect((await call('POST', `/broadcasts/${id}/${operation}`)).statusCode).toBe(200);
-    while ((await t.services.broadcasts.sending.freeze(scope(), id)) === 'more');
-    const token = (await row(id)).send_token;
-    expect(token).not.toBeNull();
-    return token!;
-  }
-
+  const start = (id: string, operation: 'send' | 'resume' = 'send') => startChain(t, id, operation);
   /** Runs the chains' steps at the times they ask for (`late(n)`: how late the n-th run is, ms) until `until` holds or the chains end. */
-  async function drive(chains: Map<string, string>, until: () => Promise<boolean>, late: (n: number) => number = () => 0): Promise<number> {
-    let lateness = 0;
-    const due = new Map([...chains.keys()].map((id) => [id, clock.now().getTime()]));
-    for (let n = 0; due.size > 0 && !(await until()); n++) {
-      const [id, at] = [...due].sort((a, b) => a[1] - b[1])[0];
-      if (at > clock.now().getTime()) clock.set(new Date(at));
-      clock.advance(late(n));
-      lateness += late(n);
-      const next = await t.services.broadcasts.delivery.step(scope(), id, chains.get(id)!);
-      if (next) due.set(id, next.at.getTime());
-      else due.delete(id);
-    }
-    return lateness;
-  }
+  const drive = (chains: Map<string, string>, until: () => Promise<boolean>, late?: (n: number) => number) => {
+    const driver = new ChainDriver(t, clock);
+    for (const [id, token] of chains) driver.add(id, token);
+    return driver.run(until, late);
+  };
   const handedOver = async (ids: string[]) => (await recipients(ids)).filter((r) => r.tracking_id !== null);
   const messagesOf = async (trackingIds: string[]) =>
     t.deps.db.withTables<SendingTables>().selectFrom('messages').select('tracking_id').where('tracking_id', 'in', trackingIds).execute();
@@ -78,12 +62,7 @@ describe.each(STORAGE_KINDS)('broadcast pacing, pause, resume and cancel (%s)', 
     const handed = await handedOver(ids);
     expect(handed).toHaveLength(1200);
     const times = handed.map((r) => Date.parse(r.due_at!)).sort((a, b) => a - b);
-    let busiest = 0;
-    for (let i = 0, j = 0; i < times.length; i++) {
-      while (j < times.length && times[j] < times[i] + 10_000) j++;
-      busiest = Math.max(busiest, j - i);
-    }
-    expect(busiest).toBeLessThanOrEqual(RATE * 10 * 1.05);
+    expect(busiestWindow(times)).toBeLessThanOrEqual(RATE * 10 * 1.05);
     // And it does send at the rate, but for the time its steps ran late: 1,200 messages in 12 s and that.
     expect(lateness).toBeGreaterThan(0);
     expect(times[times.length - 1] - times[0]).toBeLessThanOrEqual(12_000 + lateness);

@@ -16,3 +16,20 @@ describe('CLARION_BROADCAST_RATE', () => {
     }
   });
 });
+
+describe('CLARION_BROADCAST_DOMAIN_RATE', () => {
+  const base = { CLARION_DATA_DIR: '/tmp/clarion-config-test' };
+
+  it('is absent unless set (the account\'s rate bounds each domain), and accepts 1 to 100000', () => {
+    expect(loadConfig(base).broadcastDomainRate).toBeUndefined();
+    expect(loadConfig({ ...base, CLARION_BROADCAST_DOMAIN_RATE: '' }).broadcastDomainRate).toBeUndefined();
+    expect(loadConfig({ ...base, CLARION_BROADCAST_DOMAIN_RATE: '1' }).broadcastDomainRate).toBe(1);
+    expect(loadConfig({ ...base, CLARION_BROADCAST_DOMAIN_RATE: '100000' }).broadcastDomainRate).toBe(100_000);
+  });
+
+  it('refuses a value outside 1 to 100000, or not a whole number', () => {
+    for (const value of ['0', '100001', '2.5', 'fast']) {
+      expect(() => loadConfig({ ...base, CLARION_BROADCAST_DOMAIN_RATE: value }), value).toThrow(/CLARION_BROADCAST_DOMAIN_RATE/);
+    }
+  });
+});

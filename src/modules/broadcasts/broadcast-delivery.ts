@@ -12,16 +12,13 @@ import { SYSTEM } from './broadcast-transitions.js';
 import type { BroadcastsService } from './broadcasts.service.js';
 import { BroadcastsRepository } from './broadcasts.repository.js';
 import type { BroadcastRow, RecipientRow } from './broadcasts.tables.js';
-import { PacingRepository } from './pacing.repository.js';
+import { type BroadcastPacing, pageSlots } from './broadcast-pacing.js';
+import { STEP_MARK_INTERVAL_MS } from './delivery-recovery.js';
 import { RecipientDeliveryRepository } from './recipient-delivery.repository.js';
 import type { RecipientTracking } from './recipient-tracking.js';
 import type { ReputationGuard } from './reputation-guard.js';
 import { RecipientsRepository } from './recipients.repository.js';
 
-/** Most recipients handed over in one page (one transaction): at most a second of the rate. */
-export const MAX_PAGE = 500;
-/** The rate of the platform default sender (testing only: "heavily throttled"), messages per second. */
-export const DEFAULT_SENDER_RATE = 5;
 /** How often a broadcast whose recipients are all handed over looks again for the ones in flight. */
 export const TRACK_INTERVAL_MS = 1000;
 
@@ -38,33 +35,34 @@ class Raced extends Error {}
 /**
  * Delivery of a sending broadcast (docs/broadcasts.md "Delivery"), one step per run of its job:
  * hands over the next page of pending recipients, in seq order, to the bulk intake (one message
- * each, its own trackingId), paced by the account's rate; once every recipient is handed over,
+ * each, its own trackingId), paced by the account's and its sender domain's rates, in the
+ * broadcast's fair share of them (BroadcastPacing); once every recipient is handed over,
  * follows the ones in flight (RecipientTracking) and completes the broadcast (sent) when none is
  * pending. A page is one transaction: the send cursor's move (guarded by the value read, the
- * status `sending` and the chain's token), the account's slots, the messages and their jobs
- * (due at their slot), and the recipients' trackingIds. So a run twice, a pause or a cancel at
- * any point, or a crash at any line hands nobody over twice.
+ * status `sending` and the chain's token), the account's and its sender domain's slots
+ * (BroadcastPacing), the messages and their jobs (due at their slot), and the recipients'
+ * trackingIds. So a run twice, a pause or a cancel at any point, or a crash at any line hands
+ * nobody over twice. Each step marks the broadcast row (send_step_at) now and then, so the
+ * recovery sweep (DeliveryRecovery) can tell a live chain from one that ended or stalled.
  */
 export class BroadcastDelivery {
   constructor(
     private readonly deps: Pick<Deps, 'db' | 'clock' | 'ids' | 'config' | 'logger'>,
-    private readonly broadcasts: Pick<BroadcastsService, 'isDefaultSender' | 'pauseBySystem' | 'transitions'>,
+    private readonly broadcasts: Pick<BroadcastsService, 'pauseBySystem' | 'transitions'>,
     private readonly intake: Pick<SendIntake, 'acceptWithin'>,
     private readonly tracking: Pick<RecipientTracking, 'sync'>,
     private readonly guard: Pick<ReputationGuard, 'check'>,
+    private readonly pacing: Pick<BroadcastPacing, 'reserve' | 'take'>,
   ) {}
-
-  /** Messages per second of this broadcast's sender. */
-  rateOf(row: Pick<BroadcastRow, 'from_address'>): number {
-    const rate = this.deps.config.broadcastRate;
-    return this.broadcasts.isDefaultSender(row.from_address) ? Math.min(rate, DEFAULT_SENDER_RATE) : rate;
-  }
 
   /** One step of the chain `token`; null: the chain ends (not sending, another chain owns it, sent, paused). */
   async step(scope: EnvScope, id: string, token: string): Promise<NextStep | null> {
     const row = await new BroadcastsRepository(this.deps.db).find(scope, id);
     if (!row || row.status !== 'sending' || row.send_token !== token) return null;
     const now = this.deps.clock.now();
+    if (row.send_step_at === null || now.getTime() - Date.parse(row.send_step_at) >= STEP_MARK_INTERVAL_MS) {
+      await new BroadcastsRepository(this.deps.db).markStep(scope, id, token, now.toISOString());
+    }
     if (row.send_cursor < row.frozen_count) {
       const why = await this.guard.check(scope, id);
       if (why) {
@@ -88,29 +86,27 @@ export class BroadcastDelivery {
   }
 
   /**
-   * Hands over the next page when the account's slots have come (its first free slot is not in
-   * the future): page i-th recipient due at slot + i / rate. Pages are at most a second of the
-   * rate, and the next is handed over only once the account's last slot has come, so no message
-   * is due more than a second ahead (what a pause cannot hold back any more).
+   * Hands over the next page once the account's slots (and its sender domain's) have come: the
+   * page's i-th recipient is due at now + i × the stricter spacing. Pages are at most a second of
+   * the rate, and the next is handed over only once the last slot has come, so no message is due
+   * more than a second ahead (what a pause cannot hold back any more). The step after a page is
+   * the broadcast's next turn (pageSlots: once the others sharing the rate had theirs).
    */
   private async handOver(scope: EnvScope, row: BroadcastRow, token: string, now: Date): Promise<HandOver> {
-    const pacing = new PacingRepository(this.deps.db);
-    const nextAt = await pacing.nextAt(scope.accountId);
-    if (nextAt !== null && Date.parse(nextAt) > now.getTime()) return { kind: 'wait', at: new Date(nextAt) };
-    const rate = this.rateOf(row);
-    const page = await new RecipientDeliveryRepository(this.deps.db).toSend(scope, row.id, row.send_cursor, Math.max(1, Math.min(rate, MAX_PAGE)));
+    const reservation = await this.pacing.reserve(row, now);
+    if ('waitUntil' in reservation) return { kind: 'wait', at: reservation.waitUntil };
+    const page = await new RecipientDeliveryRepository(this.deps.db).toSend(scope, row.id, row.send_cursor, reservation.plan.size);
     if (page.length === 0) return { kind: 'drained' };
     const account = await new AccountsRepository(this.deps.db).find(scope.accountId);
     if (!account) return { kind: 'drained' };
-    const interval = 1000 / rate;
+    const slots = pageSlots(reservation.plan, page.length, reservation.sharers, now.getTime());
     const nowIso = now.toISOString();
-    const units = page.map((r, i) => this.unit(row, r, new Date(now.getTime() + Math.floor(i * interval)), nowIso, { cycleStart: currentCycleStart(account.anniversary_date, now), cap: account.messages_cap }));
-    const end = new Date(now.getTime() + Math.ceil(page.length * interval));
+    const units = page.map((r, i) => this.unit(row, r, slots.dueAt(i), nowIso, { cycleStart: currentCycleStart(account.anniversary_date, now), cap: account.messages_cap }));
     try {
       return await this.deps.db.transaction().execute(async (trx) => {
         const broadcasts = new BroadcastsRepository(trx);
         if (!(await broadcasts.advanceSend(scope, row.id, token, row.send_cursor, page[page.length - 1].seq, nowIso))) throw new Raced();
-        if (!(await new PacingRepository(trx).take(scope.accountId, nextAt, end.toISOString()))) throw new Raced();
+        if (!(await this.pacing.take(trx, reservation, slots))) throw new Raced();
         const outcomes = await this.intake.acceptWithin(trx, units);
         const recipients = new RecipientDeliveryRepository(trx);
         const handed: { seq: number; trackingId: string; dueAt: string }[] = [];
@@ -127,7 +123,7 @@ export class BroadcastDelivery {
           else await recipients.set(scope, row.id, seq, { state: 'failed', failed_at: nowIso, updated_at: nowIso });
         }
         await recipients.handedOver(scope, row.id, handed, nowIso);
-        return capped ? ({ kind: 'cap' } as const) : ({ kind: 'handed', at: end } as const);
+        return capped ? ({ kind: 'cap' } as const) : ({ kind: 'handed', at: slots.next } as const);
       });
     } catch (err) {
       if (err instanceof Raced) return { kind: 'raced', at: now };

@@ -2,11 +2,13 @@ import type { Deps } from '../../deps.js';
 import { type JobDb, RetryJobError } from '../../queue/port.js';
 import type { BroadcastDelivery } from './broadcast-delivery.js';
 import type { BroadcastSending } from './broadcast-sending.js';
+import type { DeliveryRecovery } from './delivery-recovery.js';
 import type { BroadcastRow } from './broadcasts.tables.js';
 
 export const FREEZE_JOB = 'broadcasts.freeze';
 export const START_DUE_JOB = 'broadcasts.start-due';
 export const DELIVER_JOB = 'broadcasts.deliver';
+export const RECOVER_JOB = 'broadcasts.recover-delivery';
 
 interface FreezeJobData {
   accountId: string;
@@ -37,6 +39,9 @@ const DELIVER_ATTEMPTS = 50;
  *   process schedules it every minute (keyed by the minute: once a minute across processes, as
  *   digests.sweep) and scheduling a broadcast enqueues one at its sendAt (keyed by that time), so
  *   a broadcast starts on time, and after a restart at the latest a minute after the workers.
+ * - broadcasts.recover-delivery: restarts the delivery chains that ended or stalled
+ *   (DeliveryRecovery). Each worker process schedules it every minute, keyed by the minute (once a
+ *   minute across processes); not at start, so that the chains of before a restart step first.
  */
 export class BroadcastJobs {
   constructor(private readonly deps: Pick<Deps, 'queue' | 'clock' | 'db'>) {}
@@ -56,11 +61,24 @@ export class BroadcastJobs {
 
   /** This minute's sweep (one per minute across every process). */
   scheduleSweep(): Promise<string> {
-    return this.deps.queue.enqueue(this.deps.db, START_DUE_JOB, {}, { key: this.deps.clock.now().toISOString().slice(0, 16), maxAttempts: 3 });
+    return this.deps.queue.enqueue(this.deps.db, START_DUE_JOB, {}, { key: this.thisMinute(), maxAttempts: 3 });
+  }
+
+  /** This minute's recovery of quiet delivery chains (one per minute across every process). */
+  scheduleRecovery(): Promise<string> {
+    return this.deps.queue.enqueue(this.deps.db, RECOVER_JOB, {}, { key: this.thisMinute(), maxAttempts: 3 });
+  }
+
+  private thisMinute(): string {
+    return this.deps.clock.now().toISOString().slice(0, 16);
   }
 }
 
-export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db' | 'clock' | 'logger'>, sending: BroadcastSending, delivery: Pick<BroadcastDelivery, 'step'>, jobs: BroadcastJobs): { scheduleSweep: () => Promise<string> } {
+export function registerBroadcastJobs(
+  deps: Pick<Deps, 'queue' | 'db' | 'clock' | 'logger'>,
+  broadcasts: { sending: BroadcastSending; delivery: Pick<BroadcastDelivery, 'step'>; recovery: Pick<DeliveryRecovery, 'restartQuiet'>; jobs: BroadcastJobs },
+): { scheduleSweep: () => Promise<string>; scheduleRecovery: () => Promise<string> } {
+  const { sending, delivery, recovery, jobs } = broadcasts;
   deps.queue.work<FreezeJobData>(
     FREEZE_JOB,
     async (data) => {
@@ -83,10 +101,11 @@ export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db' | 'clock' 
     },
     {
       concurrency: 4,
-      // The chain ends with it: the broadcast stays sending until a pause and a resume start a new one.
+      // The chain ends with it: the recovery sweep starts a new one once the broadcast has been
+      // quiet for its bound (DeliveryRecovery), or a pause and a resume do.
       onFailed: (data, _job, error) => {
         const { broadcastId, envId } = data as DeliverJobData;
-        deps.logger.error({ broadcastId, envId, error }, 'broadcast delivery stopped: its job failed for good; pause and resume the broadcast to continue');
+        deps.logger.error({ broadcastId, envId, error }, 'broadcast delivery stopped: its job failed for good; the recovery sweep restarts it from the send cursor');
         return Promise.resolve();
       },
     },
@@ -98,5 +117,12 @@ export function registerBroadcastJobs(deps: Pick<Deps, 'queue' | 'db' | 'clock' 
     },
     { concurrency: 1 },
   );
-  return { scheduleSweep: () => jobs.scheduleSweep() };
+  deps.queue.work(
+    RECOVER_JOB,
+    async () => {
+      await recovery.restartQuiet();
+    },
+    { concurrency: 1 },
+  );
+  return { scheduleSweep: () => jobs.scheduleSweep(), scheduleRecovery: () => jobs.scheduleRecovery() };
 }

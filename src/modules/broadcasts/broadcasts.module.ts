@@ -4,7 +4,9 @@ import type { SendingService } from '../sending/sending.service.js';
 import { AudienceService } from './audience.service.js';
 import { BroadcastReports } from './broadcast-reports.js';
 import { BroadcastDelivery } from './broadcast-delivery.js';
+import { BroadcastPacing } from './broadcast-pacing.js';
 import { BroadcastSending } from './broadcast-sending.js';
+import { DeliveryRecovery } from './delivery-recovery.js';
 import { RecipientTracking } from './recipient-tracking.js';
 import { ReputationGuard } from './reputation-guard.js';
 import type { SendIntake } from '../sending/intake.js';
@@ -26,6 +28,8 @@ export interface Broadcasts {
   sending: BroadcastSending;
   /** Delivery of the frozen recipients: paced pages into the intake, then completion. */
   delivery: BroadcastDelivery;
+  /** Restarts delivery chains that ended or stalled; its job calls it every minute. */
+  recovery: DeliveryRecovery;
   /** Recipients' states from their deliveries. */
   tracking: RecipientTracking;
   jobs: BroadcastJobs;
@@ -42,7 +46,8 @@ export function buildBroadcasts(deps: Deps, domains: Pick<DomainsService, 'check
     reports: new BroadcastReports(deps, tracking),
     tests: new BroadcastTestSender(deps, service, sending),
     sending: new BroadcastSending(deps, service, audience, jobs),
-    delivery: new BroadcastDelivery(deps, service, intake, tracking, new ReputationGuard(deps, tracking)),
+    delivery: new BroadcastDelivery(deps, service, intake, tracking, new ReputationGuard(deps, tracking), new BroadcastPacing(deps, (address) => service.isDefaultSender(address))),
+    recovery: new DeliveryRecovery(deps, jobs),
     tracking,
     jobs,
   };

@@ -1,8 +1,12 @@
-import type { Kysely, Updateable } from 'kysely';
+import type { ExpressionBuilder, Kysely, Updateable } from 'kysely';
 import type { EnvScope } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { BroadcastStatus } from './broadcast-states.js';
-import { type BroadcastRow, type BroadcastTransitionsTable, type BroadcastsDb, type BroadcastsTable, type TransitionRow, broadcastsDb } from './broadcasts.tables.js';
+import { type BroadcastRow, type BroadcastTables, type BroadcastTransitionsTable, type BroadcastsDb, type BroadcastsTable, type TransitionRow, broadcastsDb } from './broadcasts.tables.js';
+
+/** A broadcast whose delivery chain marked no step since `before` (never started: whose audience was frozen before it). */
+const quietSince = (before: string) => (eb: ExpressionBuilder<BroadcastTables, 'broadcasts'>) =>
+  eb.or([eb('send_step_at', '<', before), eb.and([eb('send_step_at', 'is', null), eb('audience_frozen_at', '<', before)])]);
 
 /** What a conditional update expects to find: the status read, and whether the broadcast was archived. */
 export interface Expected {
@@ -12,7 +16,8 @@ export interface Expected {
 
 /**
  * Kysely only: broadcasts and their transitions, every query scoped by account and environment
- * except the due list of the start job and the freeze job's reads by id. Pass a transaction to
+ * except the due list of the start job, the recovery sweep's list of quiet chains and the freeze
+ * job's reads by id. Pass a transaction to
  * join one.
  */
 export class BroadcastsRepository {
@@ -126,11 +131,14 @@ export class BroadcastsRepository {
     return Number(result.numUpdatedRows) > 0;
   }
 
-  /** Gives the broadcast's delivery to the job chain `token` (a chain holding another token stops). False unless sending. */
+  /**
+   * Gives the broadcast's delivery to the job chain `token` (a chain holding another token stops),
+   * its first step marked now and the recovery's backoff reset. False unless sending.
+   */
   async claimDelivery(scope: EnvScope, id: string, token: string, now: string): Promise<boolean> {
     const result = await this.db
       .updateTable('broadcasts')
-      .set({ send_token: token, updated_at: now })
+      .set({ send_token: token, send_step_at: now, send_restarts: 0, updated_at: now })
       .where('env_id', '=', scope.envId)
       .where('account_id', '=', scope.accountId)
       .where('id', '=', id)
@@ -144,12 +152,13 @@ export class BroadcastsRepository {
    * broadcast is sending and owned by the chain `token`. False otherwise (paused, canceled,
    * another chain or run moved it): the caller's transaction must roll back its page. Run first
    * in the page's transaction, so on PostgreSQL it holds the broadcast's row until the commit
-   * (a pause or cancel waits for the page, then sees its trackingIds).
+   * (a pause or cancel waits for the page, then sees its trackingIds). It marks the chain's step
+   * and, as progress, resets the recovery's backoff.
    */
   async advanceSend(scope: EnvScope, id: string, token: string, from: number, to: number, now: string): Promise<boolean> {
     const result = await this.db
       .updateTable('broadcasts')
-      .set({ send_cursor: to, updated_at: now })
+      .set({ send_cursor: to, send_step_at: now, send_restarts: 0, updated_at: now })
       .where('env_id', '=', scope.envId)
       .where('account_id', '=', scope.accountId)
       .where('id', '=', id)
@@ -163,5 +172,54 @@ export class BroadcastsRepository {
   /** Moves the send cursor back to `to` inside the page's transaction (the rest of a page over the account's cap). */
   async setSendCursor(scope: EnvScope, id: string, to: number): Promise<void> {
     await this.db.updateTable('broadcasts').set({ send_cursor: to }).where('env_id', '=', scope.envId).where('account_id', '=', scope.accountId).where('id', '=', id).execute();
+  }
+
+  /** Marks a step of the chain `token` (send_step_at), while it owns the broadcast. */
+  async markStep(scope: EnvScope, id: string, token: string, now: string): Promise<void> {
+    await this.db
+      .updateTable('broadcasts')
+      .set({ send_step_at: now })
+      .where('env_id', '=', scope.envId)
+      .where('account_id', '=', scope.accountId)
+      .where('id', '=', id)
+      .where('send_token', '=', token)
+      .execute();
+  }
+
+  /**
+   * Sending broadcasts, across accounts (the recovery sweep), whose delivery chain ran no step
+   * since `before` (or, never started, whose audience was frozen before it), in id order after
+   * `after` (the last id of the previous batch).
+   */
+  quietChains(before: string, limit: number, after: string | null): Promise<Pick<BroadcastRow, 'id' | 'account_id' | 'env_id' | 'send_token' | 'send_step_at' | 'send_restarts' | 'audience_frozen_at'>[]> {
+    let query = this.db.selectFrom('broadcasts');
+    if (after !== null) query = query.where('id', '>', after);
+    return query
+      .select(['id', 'account_id', 'env_id', 'send_token', 'send_step_at', 'send_restarts', 'audience_frozen_at'])
+      .where('status', '=', 'sending')
+      .where('audience_frozen_at', 'is not', null)
+      .where(quietSince(before))
+      .orderBy('id')
+      .limit(limit)
+      .execute();
+  }
+
+  /**
+   * Gives delivery to a new chain `to` in place of the chain `from` (null: none started) if that
+   * chain is still the owner and still ran no step since `before`: a chain that stepped after the
+   * sweep's read keeps the broadcast. Counts the restart (the backoff of the next one).
+   */
+  async restartDelivery(scope: EnvScope, id: string, from: string | null, to: string, before: string, now: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('broadcasts')
+      .set((eb) => ({ send_token: to, send_step_at: now, send_restarts: eb('send_restarts', '+', 1), updated_at: now }))
+      .where('env_id', '=', scope.envId)
+      .where('account_id', '=', scope.accountId)
+      .where('id', '=', id)
+      .where('status', '=', 'sending')
+      .where('send_token', from === null ? 'is' : '=', from)
+      .where(quietSince(before))
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
   }
 }

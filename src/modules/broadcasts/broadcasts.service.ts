@@ -77,6 +77,8 @@ export class BroadcastsService {
       audience_frozen_at: null,
       send_cursor: 0,
       send_token: null,
+      send_step_at: null,
+      send_restarts: 0,
       created_at: now,
       updated_at: now,
     };

@@ -31,6 +31,10 @@ export interface BroadcastsTable {
   send_cursor: number;
   /** The delivery job chain that owns the broadcast now; null before delivery starts. */
   send_token: string | null;
+  /** When that chain last ran a step (migration 0093); null before delivery starts. */
+  send_step_at: string | null;
+  /** Chains the recovery sweep started since a page was last handed over (its backoff). */
+  send_restarts: number;
   created_at: string;
   updated_at: string;
 }
@@ -57,6 +61,13 @@ export type SkipReason = (typeof SKIP_REASONS)[number];
 /** Per account, the first free slot of its broadcast rate (migration 0088). */
 export interface BroadcastPacingTable {
   account_id: string;
+  next_at: string;
+}
+
+/** Per account and sender domain, the first free slot of the domain's broadcast rate (migration 0092). */
+export interface BroadcastDomainPacingTable {
+  account_id: string;
+  domain: string;
   next_at: string;
 }
 
@@ -88,6 +99,7 @@ export type BroadcastTables = {
   broadcast_transitions: BroadcastTransitionsTable;
   broadcast_recipients: BroadcastRecipientsTable;
   broadcast_pacing: BroadcastPacingTable;
+  broadcast_domain_pacing: BroadcastDomainPacingTable;
 };
 export type BroadcastsDb = Kysely<CoreTables & PreferencesTables & BroadcastTables>;
 export type BroadcastRow = Selectable<BroadcastsTable>;
