@@ -80,6 +80,11 @@ export interface Config extends TelephonySettings {
    * absent: no bound of its own (the account's rate bounds each domain).
    */
   broadcastDomainRate?: number;
+  /**
+   * At most this many of a broadcast's recipients handed over and not yet attempted
+   * (CLARION_BROADCAST_MAX_IN_FLIGHT); absent: two seconds of the account's rate, at least 100.
+   */
+  broadcastMaxInFlight?: number;
   /** The domain this server's mail leaves from, named in the SPF include and return-path CNAME of sender domains (CLARION_SENDING_DOMAIN). */
   sendingDomain: string;
 }
@@ -219,6 +224,7 @@ const SPEC = {
   CLARION_BROADCAST_RATE: int(100, 1, 100_000),
   // 0 (unset): no domain bound of its own (envalid takes no undefined value; loadConfig reads 0 as absent).
   CLARION_BROADCAST_DOMAIN_RATE: setting('an integer from 1 to 100000', integer(1, 100_000), 0),
+  CLARION_BROADCAST_MAX_IN_FLIGHT: setting('an integer from 1 to 10000000', integer(1, 10_000_000), 0),
   CLARION_TRUST_PROXY: setting<Config['trustProxy']>('off, or a comma-separated list of proxy addresses (10.0.0.1, 10.0.0.0/8, loopback)', trustProxy, false),
 };
 
@@ -283,6 +289,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitWindowMs: e.CLARION_RATE_LIMIT_WINDOW * 1000,
     broadcastRate: e.CLARION_BROADCAST_RATE,
     ...(e.CLARION_BROADCAST_DOMAIN_RATE ? { broadcastDomainRate: e.CLARION_BROADCAST_DOMAIN_RATE } : {}),
+    ...(e.CLARION_BROADCAST_MAX_IN_FLIGHT ? { broadcastMaxInFlight: e.CLARION_BROADCAST_MAX_IN_FLIGHT } : {}),
     trustProxy: e.CLARION_TRUST_PROXY,
     sendingDomain: e.CLARION_SENDING_DOMAIN || (domainName(e.CLARION_DEFAULT_FROM_ADDRESS.split('@').pop() ?? '') ?? 'clarion.localhost'),
   };

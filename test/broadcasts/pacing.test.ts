@@ -6,7 +6,7 @@
 //   resume continues from the cursor with a new chain (the old one stops), cancel skips what was
 //   not handed over; nobody is handed over twice.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChainDriver, broadcastRow, busiestWindow, firstScope, startChain } from '../helpers/broadcast-chains.js';
+import { ChainDriver, NOTHING_DELIVERED, broadcastRow, busiestWindow, firstScope, startChain } from '../helpers/broadcast-chains.js';
 import { callAs, createDraft, seedUsers, userRow } from '../helpers/broadcasts.js';
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { type DnsTestServer, startDnsServer } from '../helpers/dns-server.js';
@@ -41,7 +41,7 @@ describe.each(STORAGE_KINDS)('broadcast pacing, pause, resume and cancel (%s)', 
 
   beforeAll(async () => {
     dns = await startDnsServer();
-    t = await createTestContext(kind, { clock, config: { dnsServer: dns.address, sendingDomain: 'mail.clarion.test', broadcastRate: RATE } });
+    t = await createTestContext(kind, { clock, config: { dnsServer: dns.address, sendingDomain: 'mail.clarion.test', broadcastRate: RATE, broadcastMaxInFlight: NOTHING_DELIVERED } });
     await verifySenderDomain(t.app, t.auth, dns, 'bulk.example.test');
     const users = [];
     for (let i = 0; i < 1200; i++) users.push(userRow(t, `u${String(i).padStart(5, '0')}`, { email: `u${i}@example.com`, properties: JSON.stringify({ group: i < 600 ? 'a' : 'b', all: 'yes' }) }));

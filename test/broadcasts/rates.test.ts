@@ -8,7 +8,7 @@
 // - broadcasts sending at once share the slots equally (40-60% each in every window while both
 //   are pending), a big one started earlier included.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChainDriver, busiestWindow, startChain } from '../helpers/broadcast-chains.js';
+import { ChainDriver, NOTHING_DELIVERED, busiestWindow, startChain } from '../helpers/broadcast-chains.js';
 import { createDraft, seedUsers, userRow } from '../helpers/broadcasts.js';
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { type DnsTestServer, startDnsServer } from '../helpers/dns-server.js';
@@ -76,7 +76,7 @@ describe.each(STORAGE_KINDS)('broadcast rates per sender domain and fair shares 
 
   beforeAll(async () => {
     dns = await startDnsServer();
-    t = await createTestContext(kind, { clock, config: { dnsServer: dns.address, sendingDomain: 'mail.clarion.test', broadcastRate: ACCOUNT_RATE, broadcastDomainRate: DOMAIN_RATE } });
+    t = await createTestContext(kind, { clock, config: { dnsServer: dns.address, sendingDomain: 'mail.clarion.test', broadcastRate: ACCOUNT_RATE, broadcastDomainRate: DOMAIN_RATE, broadcastMaxInFlight: NOTHING_DELIVERED } });
     await verifySenderDomain(t.app, t.auth, dns, 'one.example.test');
     await verifySenderDomain(t.app, t.auth, dns, 'two.example.test');
     await verifySenderDomain(t.app, t.auth, dns, 'three.example.test');

@@ -1,7 +1,9 @@
 // The reputation guard with the workers running, on both engines: a broadcast whose recipients'
 // addresses are refused for good by the SMTP peer (one in ten: hard bounces over 5%) pauses with
 // REPUTATION_GUARD once 500 attempts are in, before the rest is handed over; a resume overrides
-// it and the broadcast ends sent, the guard tripped once.
+// it and the broadcast ends sent, the guard tripped once. However fast the workers deliver, the
+// hand-over stays at most maxInFlight (200 at this rate) ahead of the attempts, so the guard
+// judges before everyone is handed over.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callAs, createDraft, seedUsers, userRow } from '../helpers/broadcasts.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -47,7 +49,8 @@ describe.each(STORAGE_KINDS)('the reputation guard (%s)', (kind) => {
     expect(atPause.bounced / attempts).toBeGreaterThan(0.05);
     // The rest was not handed over.
     const recipients = (await call('GET', `/broadcasts/${id}/recipients?limit=1000`)).json<{ recipients: { trackingId?: string }[] }>().recipients;
-    expect(recipients.filter((r) => !r.trackingId).length).toBeGreaterThan(0);
+    // At most 499 attempted, 199 in flight and one page (a second of the rate) beyond them.
+    expect(recipients.filter((r) => !r.trackingId).length).toBeGreaterThanOrEqual(N - 499 - 199 - 100);
 
     expect((await call('POST', `/broadcasts/${id}/resume`)).statusCode).toBe(200);
     await eventually(async () => (await broadcast(id)).status === 'sent', 60_000, 'the broadcast sent after the resume');

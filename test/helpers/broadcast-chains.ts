@@ -3,6 +3,12 @@ import { broadcastsDb } from '../../src/modules/broadcasts/broadcasts.tables.js'
 import { callAs } from './broadcasts.js';
 import type { ManualClock, TestContext } from './context.js';
 
+/**
+ * broadcastMaxInFlight for chains driven without workers: nothing is ever attempted, so every
+ * handed-over recipient stays in flight, and the backpressure bound would stop the hand-over.
+ */
+export const NOTHING_DELIVERED = 10_000_000;
+
 /** The first account's environment. */
 export const firstScope = (t: Pick<TestContext, 'account'>) => ({ accountId: t.account.accountId, envId: t.account.clientId });
 

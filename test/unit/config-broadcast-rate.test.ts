@@ -33,3 +33,19 @@ describe('CLARION_BROADCAST_DOMAIN_RATE', () => {
     }
   });
 });
+
+describe('CLARION_BROADCAST_MAX_IN_FLIGHT', () => {
+  const base = { CLARION_DATA_DIR: '/tmp/clarion-config-test' };
+
+  it('is absent unless set (two seconds of the account rate), and accepts 1 to 10000000', () => {
+    expect(loadConfig(base).broadcastMaxInFlight).toBeUndefined();
+    expect(loadConfig({ ...base, CLARION_BROADCAST_MAX_IN_FLIGHT: '1' }).broadcastMaxInFlight).toBe(1);
+    expect(loadConfig({ ...base, CLARION_BROADCAST_MAX_IN_FLIGHT: '10000000' }).broadcastMaxInFlight).toBe(10_000_000);
+  });
+
+  it('refuses a value outside 1 to 10000000, or not a whole number', () => {
+    for (const value of ['0', '10000001', '2.5', 'many']) {
+      expect(() => loadConfig({ ...base, CLARION_BROADCAST_MAX_IN_FLIGHT: value }), value).toThrow(/CLARION_BROADCAST_MAX_IN_FLIGHT/);
+    }
+  });
+});

@@ -22,6 +22,14 @@ import { RecipientsRepository } from './recipients.repository.js';
 /** How often a broadcast whose recipients are all handed over looks again for the ones in flight. */
 export const TRACK_INTERVAL_MS = 1000;
 
+/** How long a step waits while the broadcast has as many recipients in flight as it may. */
+export const IN_FLIGHT_WAIT_MS = 250;
+
+/** Recipients a broadcast may have handed over and not yet attempted (config.broadcastMaxInFlight). */
+export function maxInFlight(config: Pick<Deps['config'], 'broadcastRate' | 'broadcastMaxInFlight'>): number {
+  return config.broadcastMaxInFlight ?? Math.max(100, 2 * config.broadcastRate);
+}
+
 /** When the delivery job chain runs next. */
 export interface NextStep {
   at: Date;
@@ -69,6 +77,11 @@ export class BroadcastDelivery {
         this.deps.logger.warn({ broadcastId: id, envId: scope.envId, why }, 'broadcast paused by the reputation guard');
         await this.quietly(() => this.broadcasts.pauseBySystem(scope, id, 'REPUTATION_GUARD'));
         return null;
+      }
+      // Backpressure: hand over no more while deliveries lag (the guard just brought the in-flight
+      // ones up to date), so a pause holds back all but these, and the guard judges before the rest goes.
+      if ((await new RecipientsRepository(this.deps.db).countInFlight(scope, id, row.send_cursor)) >= maxInFlight(this.deps.config)) {
+        return { at: new Date(now.getTime() + IN_FLIGHT_WAIT_MS) };
       }
     }
     const result = await this.handOver(scope, row, token, now);

@@ -66,6 +66,20 @@ export class RecipientsRepository {
     return Number(row.n);
   }
 
+  /** Recipients handed over (seq up to the send cursor) whose delivery has not been attempted yet, by the state index. */
+  async countInFlight(scope: EnvScope, broadcastId: string, sendCursor: number): Promise<number> {
+    const row = await this.db
+      .selectFrom('broadcast_recipients')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('broadcast_id', '=', broadcastId)
+      .where('state', '=', 'pending')
+      .where('seq', '<=', sendCursor)
+      .where('env_id', '=', scope.envId)
+      .where('account_id', '=', scope.accountId)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   /**
    * pending and skipped: recipients in that state now. The others: recipients that reached that
    * step (its time is set), so one who clicked counts as delivered and opened too.
