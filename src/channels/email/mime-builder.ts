@@ -32,7 +32,7 @@ export async function buildMime(options: Mail.Options, dkim?: EmailDkimKey, sign
   const mime = new MailComposer(options).compile();
   const envelope = mime.getEnvelope();
   const raw = await mime.build();
-  return { envelope: { from: envelope.from || '', to: envelope.to }, raw: dkim ? await signer.sign(raw, dkim) : raw };
+  return { envelope: { from: envelope.from || '', to: envelope.to }, raw: dkim ? signer.sign(raw, dkim) : raw };
 }
 
 /**
