@@ -54,10 +54,9 @@ export function derive(r: TrackedRecipient): Updateable<BroadcastRecipientsTable
   return changed ? next : null;
 }
 
-/** A recipient whose state derive() moved on: what to write, and the state it was read in. */
+/** A recipient whose state derive() moved on, and what to write. */
 export interface RecipientUpdate {
   seq: number;
-  state: RecipientState;
   patch: Updateable<BroadcastRecipientsTable>;
 }
 
@@ -80,7 +79,7 @@ export async function walkPages(read: (after: number) => Promise<TrackedRecipien
     const updates: RecipientUpdate[] = [];
     for (const r of page) {
       const patch = derive(r);
-      if (patch) updates.push({ seq: r.seq, state: r.state, patch });
+      if (patch) updates.push({ seq: r.seq, patch });
     }
     if (updates.length > 0) await write(updates);
     changed += updates.length;
@@ -132,10 +131,9 @@ export class RecipientTracking {
       (after) => repo.tracked(scope, broadcastId, state, after, upTo, walk.pageSize),
       async (updates) => {
         const now = this.deps.clock.now().toISOString();
-        await this.deps.db.transaction().execute(async (trx) => {
-          const writer = new RecipientDeliveryRepository(trx);
-          for (const u of updates) await writer.set(scope, broadcastId, u.seq, { ...u.patch, updated_at: now }, u.state);
-        });
+        // A page holds recipients of one state: read in it, written while still in it.
+        const rows = updates.map((u) => ({ seq: u.seq, patch: { ...u.patch, updated_at: now } }));
+        await this.deps.db.transaction().execute((trx) => new RecipientDeliveryRepository(trx).setEach(scope, broadcastId, state, rows));
       },
       walk,
     );
