@@ -2,7 +2,7 @@
 // (RecipientTracking's projection of the ledger's rows).
 import { describe, expect, it } from 'vitest';
 import type { TrackedRecipient } from '../../src/modules/broadcasts/recipient-delivery.repository.js';
-import { derive } from '../../src/modules/broadcasts/recipient-tracking.js';
+import { type RecipientUpdate, derive, walkPages } from '../../src/modules/broadcasts/recipient-tracking.js';
 
 const AT = '2026-05-04T07:00:00.000Z';
 const LATER = '2026-05-04T08:00:00.000Z';
@@ -66,5 +66,42 @@ describe('a broadcast recipient derived from its delivery', () => {
 
   it('writes nothing when the recipient already holds what its delivery says', () => {
     expect(derive(tracked({ state: 'delivered', sent_at: AT, delivered_at: AT, delivery_status: 'sent', delivery_sent_at: AT }))).toBeNull();
+  });
+});
+
+describe('walking the pages of recipients to sync', () => {
+  /** Recipients 1..n, those in `settled` with a delivery that ended; pages of `size` read from them. */
+  function recipients(n: number, settled: number[]) {
+    const rows = Array.from({ length: n }, (_, i) =>
+      tracked({ seq: i + 1, ...(settled.includes(i + 1) ? { delivery_status: 'sent', delivery_sent_at: AT, delivery_delivered_at: AT } : {}) }),
+    );
+    const reads: number[] = [];
+    const read = async (after: number, size: number) => {
+      reads.push(after);
+      return rows.filter((r) => r.seq > after).slice(0, size);
+    };
+    return { reads, read };
+  }
+
+  it('stops, in flight, after the first page in which nobody moved on; the settled pages before it are written', async () => {
+    // Pages of 3: [1 2 3] all settled, [4 5 6] one settled, [7 8 9] none (the in-flight front), [10 11 12] one settled out of order.
+    const { reads, read } = recipients(12, [1, 2, 3, 5, 11]);
+    const written: number[][] = [];
+    const changed = await walkPages((after) => read(after, 3), async (updates) => void written.push(updates.map((u) => u.seq)), { pageSize: 3, maxPages: Infinity, untilUnchanged: true });
+    expect(written).toEqual([[1, 2, 3], [5]]);
+    expect(changed).toBe(4);
+    expect(reads).toEqual([0, 3, 6]);
+  });
+
+  it('reads every page when asked to sync in full (counts and lists), and stops at the last or at maxPages', async () => {
+    const { reads, read } = recipients(12, [1, 2, 3, 5, 11]);
+    const written: number[] = [];
+    const write = async (updates: RecipientUpdate[]) => void written.push(...updates.map((u) => u.seq));
+    expect(await walkPages((after) => read(after, 3), write, { pageSize: 3, maxPages: Infinity, untilUnchanged: false })).toBe(5);
+    expect(written).toEqual([1, 2, 3, 5, 11]);
+    expect(reads).toEqual([0, 3, 6, 9, 12]);
+    const limited = recipients(12, [7]);
+    expect(await walkPages((after) => limited.read(after, 3), async () => undefined, { pageSize: 3, maxPages: 2, untilUnchanged: false })).toBe(0);
+    expect(limited.reads).toEqual([0, 3]);
   });
 });

@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps.js';
 import type { DeliveryResult, EmailMessage, EmailProvider } from '../types.js';
 import { PlainTextCache, composeEmail } from './compose.js';
+import { DkimSigner } from './dkim.js';
 import { buildMime } from './mime-builder.js';
 
 /** What the mail catcher records per attachment (the bytes themselves are in the raw MIME). */
@@ -69,6 +70,7 @@ export class MailCatcherEmailProvider implements EmailProvider {
   /** The name the API shows for it (GET /settings/email/smtp "provider", GET /outbox). */
   readonly name = 'outbox';
   private readonly plainText = new PlainTextCache();
+  private readonly signer = new DkimSigner();
 
   constructor(
     private readonly deps: Pick<Deps, 'ids' | 'clock'>,
@@ -79,7 +81,7 @@ export class MailCatcherEmailProvider implements EmailProvider {
   async send(message: EmailMessage): Promise<DeliveryResult> {
     const composed = await composeEmail(message, { allowPrivateNetworks: this.options.allowPrivateNetworks }, this.plainText);
     // What SMTP would carry, signed the same way (no Bcc header; the stream transport keeps it).
-    const raw = (await buildMime(composed.options, message.dkim)).raw.toString('utf8');
+    const raw = (await buildMime(composed.options, message.dkim, this.signer)).raw.toString('utf8');
     const attachments: CaughtAttachmentMeta[] = composed.attachments.map((a) => ({
       filename: a.filename,
       ...(a.contentType ? { contentType: a.contentType } : {}),

@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import type Mail from 'nodemailer/lib/mailer/index.js';
 import type { EmailDkimKey } from '../types.js';
-import { dkimSign } from './dkim.js';
+import { DkimSigner } from './dkim.js';
 
 /** A message built for SMTP: its envelope and its bytes. */
 export interface BuiltMime {
@@ -24,12 +24,15 @@ export type ToBuilder =
   | { id: number; ok: true; envelope: BuiltMime['envelope']; raw: ArrayBuffer }
   | { id: number; ok: false; message: string; code?: string };
 
-/** Builds a message with nodemailer's MailComposer, DKIM-signed when a key is given (on the calling thread; the MIME thread runs the same). */
-export async function buildMime(options: Mail.Options, dkim?: EmailDkimKey): Promise<BuiltMime> {
+/**
+ * Builds a message with nodemailer's MailComposer, DKIM-signed when a key is given (on the calling
+ * thread; the MIME thread runs the same). `signer`: one that keeps its parsed keys across calls.
+ */
+export async function buildMime(options: Mail.Options, dkim?: EmailDkimKey, signer: DkimSigner = new DkimSigner()): Promise<BuiltMime> {
   const mime = new MailComposer(options).compile();
   const envelope = mime.getEnvelope();
   const raw = await mime.build();
-  return { envelope: { from: envelope.from || '', to: envelope.to }, raw: dkim ? await dkimSign(raw, dkim) : raw };
+  return { envelope: { from: envelope.from || '', to: envelope.to }, raw: dkim ? signer.sign(raw, dkim) : raw };
 }
 
 /**
@@ -45,6 +48,8 @@ export class MimeBuilder {
   private ready = false;
   private nextId = 1;
   private readonly pending = new Map<number, { options: Mail.Options; dkim?: EmailDkimKey; resolve: (built: BuiltMime) => void; reject: (err: Error) => void }>();
+  /** Signs what is built on the calling thread. */
+  private readonly signer = new DkimSigner();
   private closed = false;
   /** The thread exited before it was ready: it would again, so the calling thread builds from then on. */
   private cannotStart = false;
@@ -62,7 +67,7 @@ export class MimeBuilder {
   /** Builds (and with `dkim`, signs) a message on the MIME thread; signing there keeps its RSA work off the event loop too. */
   build(options: Mail.Options, dkim?: EmailDkimKey): Promise<BuiltMime> {
     if (!this.closed && !this.cannotStart && !this.worker) this.start();
-    if (!this.ready || !this.worker) return buildMime(options, dkim);
+    if (!this.ready || !this.worker) return buildMime(options, dkim, this.signer);
     const worker = this.worker;
     return new Promise<BuiltMime>((resolve, reject) => {
       const id = this.nextId++;
@@ -72,7 +77,7 @@ export class MimeBuilder {
       } catch {
         // Options a thread cannot be sent (not plain data): built here.
         this.pending.delete(id);
-        buildMime(options, dkim).then(resolve, reject);
+        buildMime(options, dkim, this.signer).then(resolve, reject);
       }
     });
   }
@@ -122,7 +127,7 @@ export class MimeBuilder {
     this.ready = false;
     const jobs = [...this.pending.values()];
     this.pending.clear();
-    for (const job of jobs) buildMime(job.options, job.dkim).then(job.resolve, job.reject);
+    for (const job of jobs) buildMime(job.options, job.dkim, this.signer).then(job.resolve, job.reject);
   }
 }
 

@@ -1,9 +1,12 @@
 // The MIME thread (mime-builder.ts): builds (and signs, given a DKIM key) each message it is sent, with buildMime.
 import { parentPort } from 'node:worker_threads';
 import type Mail from 'nodemailer/lib/mailer/index.js';
+import { DkimSigner } from './dkim.js';
 import { type FromBuilder, type ToBuilder, buildMime } from './mime-builder.js';
 
 const port = parentPort!;
+/** The thread's one signer: it keeps the keys it parsed for the mails that follow. */
+const signer = new DkimSigner();
 
 /** Buffers arrive as Uint8Arrays (structured clone); MailComposer reads Buffers. */
 function withBuffers(options: Mail.Options): Mail.Options {
@@ -17,7 +20,7 @@ function withBuffers(options: Mail.Options): Mail.Options {
 port.on('message', (msg: FromBuilder) => {
   void (async () => {
     try {
-      const { envelope, raw } = await buildMime(withBuffers(msg.options), msg.dkim);
+      const { envelope, raw } = await buildMime(withBuffers(msg.options), msg.dkim, signer);
       // A copy of exactly the message's bytes, whose memory moves to the main thread instead of being copied again.
       const bytes = new Uint8Array(raw).buffer;
       port.postMessage({ id: msg.id, ok: true, envelope, raw: bytes } satisfies ToBuilder, [bytes]);

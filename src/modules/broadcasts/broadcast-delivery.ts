@@ -58,7 +58,7 @@ export class BroadcastDelivery {
     private readonly deps: Pick<Deps, 'db' | 'clock' | 'ids' | 'config' | 'logger'>,
     private readonly broadcasts: Pick<BroadcastsService, 'pauseBySystem' | 'transitions'>,
     private readonly intake: Pick<SendIntake, 'acceptWithin'>,
-    private readonly tracking: Pick<RecipientTracking, 'sync'>,
+    private readonly tracking: Pick<RecipientTracking, 'syncInFlight'>,
     private readonly guard: Pick<ReputationGuard, 'check'>,
     private readonly pacing: Pick<BroadcastPacing, 'reserve' | 'take'>,
   ) {}
@@ -90,7 +90,7 @@ export class BroadcastDelivery {
       return null;
     }
     if (result.kind !== 'drained') return { at: result.at };
-    await this.tracking.sync(scope, id, ['pending']);
+    await this.tracking.syncInFlight(scope, id);
     if ((await new RecipientsRepository(this.deps.db).countPending(scope, id)) === 0) {
       await this.quietly(() => this.broadcasts.transitions.apply(scope, id, 'complete', SYSTEM));
       return null;

@@ -54,6 +54,41 @@ export function derive(r: TrackedRecipient): Updateable<BroadcastRecipientsTable
   return changed ? next : null;
 }
 
+/** A recipient whose state derive() moved on, and what to write. */
+export interface RecipientUpdate {
+  seq: number;
+  patch: Updateable<BroadcastRecipientsTable>;
+}
+
+export interface PageWalk {
+  pageSize: number;
+  maxPages: number;
+  /** Stop after the first page in which no recipient moved on (the in-flight front; see syncInFlight). */
+  untilUnchanged: boolean;
+}
+
+/**
+ * Reads pages of recipients in seq order (`read(after)`: the next page after seq `after`) and
+ * writes, page by page, those whose state derive() moved on. Answers how many changed.
+ */
+export async function walkPages(read: (after: number) => Promise<TrackedRecipient[]>, write: (updates: RecipientUpdate[]) => Promise<void>, walk: PageWalk): Promise<number> {
+  let changed = 0;
+  let after = 0;
+  for (let pages = 0; pages < walk.maxPages; pages++) {
+    const page = await read(after);
+    const updates: RecipientUpdate[] = [];
+    for (const r of page) {
+      const patch = derive(r);
+      if (patch) updates.push({ seq: r.seq, patch });
+    }
+    if (updates.length > 0) await write(updates);
+    changed += updates.length;
+    if (page.length < walk.pageSize || (walk.untilUnchanged && updates.length === 0)) break;
+    after = page[page.length - 1].seq;
+  }
+  return changed;
+}
+
 /**
  * Brings the recipients of a broadcast up to date with their deliveries (a projection of the
  * ledger's rows: the ledger stays the one writer of delivery state). Run by the delivery job
@@ -65,31 +100,42 @@ export class RecipientTracking {
 
   /** Applies what changed; `states`: the recipient states to look at. Answers how many changed. */
   async sync(scope: EnvScope, broadcastId: string, states: RecipientState[] = OPEN_STATES, maxPages = Number.POSITIVE_INFINITY): Promise<number> {
-    const upTo = (await new BroadcastsRepository(this.deps.db).find(scope, broadcastId))?.send_cursor ?? 0;
+    const upTo = await this.sendCursor(scope, broadcastId);
     let changed = 0;
     // State by state: each page is one index range (a recipient that moves on to a later state may be read again; it then changes nothing).
-    for (const state of states) changed += await this.syncState(scope, broadcastId, state, upTo, maxPages);
+    for (const state of states) changed += await this.syncState(scope, broadcastId, state, upTo, { pageSize: PAGE, maxPages, untilUnchanged: false });
     return changed;
   }
 
-  private async syncState(scope: EnvScope, broadcastId: string, state: RecipientState, upTo: number, maxPages: number): Promise<number> {
+  /**
+   * Settles the pending recipients whose delivery ended, from the lowest seq up to the first page
+   * in which none had: recipients are handed over in seq order and sent about in that order, so
+   * past that page they are still in flight. What a page costs is then about what changed, where
+   * reading every pending recipient each time (a second apart while a broadcast finishes) read
+   * the whole audience over and over (a 10,000-recipient broadcast on a busy host read 33 rows a
+   * recipient, a quarter of the main thread's time). One that ends out of order is read once the
+   * front reaches it; counts and lists sync in full.
+   */
+  async syncInFlight(scope: EnvScope, broadcastId: string): Promise<number> {
+    const upTo = await this.sendCursor(scope, broadcastId);
+    return this.syncState(scope, broadcastId, 'pending', upTo, { pageSize: PAGE, maxPages: Number.POSITIVE_INFINITY, untilUnchanged: true });
+  }
+
+  private async sendCursor(scope: EnvScope, broadcastId: string): Promise<number> {
+    return (await new BroadcastsRepository(this.deps.db).find(scope, broadcastId))?.send_cursor ?? 0;
+  }
+
+  private syncState(scope: EnvScope, broadcastId: string, state: RecipientState, upTo: number, walk: PageWalk): Promise<number> {
     const repo = new RecipientDeliveryRepository(this.deps.db);
-    let changed = 0;
-    let after = 0;
-    for (let pages = 0; pages < maxPages; pages++) {
-      const page = await repo.tracked(scope, broadcastId, state, after, upTo, PAGE);
-      const updates = page.map((r) => ({ seq: r.seq, state: r.state, patch: derive(r) })).filter((u) => u.patch !== null);
-      if (updates.length > 0) {
+    return walkPages(
+      (after) => repo.tracked(scope, broadcastId, state, after, upTo, walk.pageSize),
+      async (updates) => {
         const now = this.deps.clock.now().toISOString();
-        await this.deps.db.transaction().execute(async (trx) => {
-          const writer = new RecipientDeliveryRepository(trx);
-          for (const u of updates) await writer.set(scope, broadcastId, u.seq, { ...u.patch, updated_at: now }, u.state);
-        });
-        changed += updates.length;
-      }
-      if (page.length < PAGE) break;
-      after = page[page.length - 1].seq;
-    }
-    return changed;
+        // A page holds recipients of one state: read in it, written while still in it.
+        const rows = updates.map((u) => ({ seq: u.seq, patch: { ...u.patch, updated_at: now } }));
+        await this.deps.db.transaction().execute((trx) => new RecipientDeliveryRepository(trx).setEach(scope, broadcastId, state, rows));
+      },
+      walk,
+    );
   }
 }
