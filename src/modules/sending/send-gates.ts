@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type SQLite from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
 import type { Deduplication, NotificationType, Throttling } from '../types/types.service.js';
@@ -144,9 +145,9 @@ export class GateDecisions {
 
   private constructor(private readonly repo: SendGatesRepository) {}
 
-  /** Decides deduplication, then throttling, for the batch's gated messages, in `trx`. */
-  static async decide(trx: Kysely<CoreTables>, inputs: GateInput[]): Promise<GateDecisions> {
-    const gates = new GateDecisions(new SendGatesRepository(trx));
+  /** Decides deduplication, then throttling, for the batch's gated messages, in `trx` (`sqlite`: its connection, SQLite only). */
+  static async decide(trx: Kysely<CoreTables>, inputs: GateInput[], sqlite?: SQLite.Database): Promise<GateDecisions> {
+    const gates = new GateDecisions(new SendGatesRepository(trx, sqlite));
     if (inputs.length > 0) {
       await gates.deduplicate(inputs.filter((i) => i.deduplication));
       await gates.throttle(inputs.filter((i) => i.throttling && gates.verdicts.get(i.trackingId) !== 'DEDUPLICATED'));
@@ -160,25 +161,37 @@ export class GateDecisions {
     return held;
   }
 
+  /**
+   * Claims in rounds, one statement per round on PostgreSQL (one row per fingerprint, in key
+   * order): first every group's earliest send; then, for each group with a later send at or
+   * after the window its claim left, that send (its row is locked by this transaction already);
+   * and so on. A later send inside the window is a duplicate without a statement.
+   */
   private async deduplicate(inputs: GateInput[]): Promise<void> {
     const fingerprints = new Map(inputs.map((i) => [i.trackingId, contentFingerprint(i.notificationId, i.userId, i.body)]));
-    for (const [, group] of groupBy(inputs, (i) => `${i.envId} ${fingerprints.get(i.trackingId)!}`)) {
-      // The holder's window as the last claim left it: later sends of the group inside it are duplicates without a statement.
-      let holdsUntil = '';
-      for (const input of group) {
-        if (input.at < holdsUntil) {
-          this.verdicts.set(input.trackingId, 'DEDUPLICATED');
-          continue;
-        }
-        const fingerprint = fingerprints.get(input.trackingId)!;
-        const expiresAt = new Date(new Date(input.at).getTime() + input.deduplication!.duration * 1000).toISOString();
-        const holder = await this.repo.claimDedup({ env_id: input.envId, fingerprint, account_id: input.accountId, tracking_id: input.trackingId, claimed_at: input.at, expires_at: expiresAt });
-        holdsUntil = holder.expires_at;
-        if (holder.tracking_id === input.trackingId) {
-          this.verdicts.set(input.trackingId, null);
-          this.holding(input.trackingId).dedup = { envId: input.envId, fingerprint };
-        } else this.verdicts.set(input.trackingId, 'DEDUPLICATED');
+    let open = groupBy(inputs, (i) => `${i.envId} ${fingerprints.get(i.trackingId)!}`).map(([, group]) => ({ group, next: 0, holdsUntil: '' }));
+    while (open.length > 0) {
+      const claiming: typeof open = [];
+      for (const state of open) {
+        for (; state.next < state.group.length && state.group[state.next].at < state.holdsUntil; state.next++) this.verdicts.set(state.group[state.next].trackingId, 'DEDUPLICATED');
+        if (state.next < state.group.length) claiming.push(state);
       }
+      const claims = claiming.map(({ group, next }) => {
+        const input = group[next];
+        const expiresAt = new Date(new Date(input.at).getTime() + input.deduplication!.duration * 1000).toISOString();
+        return { env_id: input.envId, fingerprint: fingerprints.get(input.trackingId)!, account_id: input.accountId, tracking_id: input.trackingId, claimed_at: input.at, expires_at: expiresAt };
+      });
+      const holders = await this.repo.claimDedups(claims);
+      for (const [i, state] of claiming.entries()) {
+        const { tracking_id: trackingId, env_id: envId, fingerprint } = claims[i];
+        state.holdsUntil = holders[i].expires_at;
+        state.next++;
+        if (holders[i].tracking_id === trackingId) {
+          this.verdicts.set(trackingId, null);
+          this.holding(trackingId).dedup = { envId, fingerprint };
+        } else this.verdicts.set(trackingId, 'DEDUPLICATED');
+      }
+      open = claiming;
     }
   }
 
