@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
 import type { Deduplication, NotificationType, Throttling } from '../types/types.service.js';
 import type { SkipReason } from './routing.js';
-import { SendGatesRepository } from './send-gates.repository.js';
+import { type DedupKeysTable, SendGatesRepository } from './send-gates.repository.js';
 import { SEND_EXTENSION_PREFIX, type SendBody, parametersOf } from './sending.schemas.js';
 import type { MessageRow } from './sending.tables.js';
 
@@ -145,6 +145,12 @@ export function canonicalJson(value: unknown): string {
 const byAtThenId = (a: GateInput, b: GateInput) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.trackingId < b.trackingId ? -1 : 1);
 const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/** The dedup_keys row a send claims: its fingerprint from its own time for the type's duration. */
+function dedupClaim(input: GateInput, fingerprint: string): DedupKeysTable {
+  const expiresAt = new Date(Date.parse(input.at) + input.deduplication!.duration * 1000).toISOString();
+  return { env_id: input.envId, fingerprint, account_id: input.accountId, tracking_id: input.trackingId, claimed_at: input.at, expires_at: expiresAt };
+}
+
 function groupBy(inputs: GateInput[], keyOf: (input: GateInput) => string): [string, GateInput[]][] {
   const groups = new Map<string, GateInput[]>();
   for (const input of inputs) {
@@ -175,41 +181,41 @@ export class GateDecisions {
 
   private holding(trackingId: string): Held {
     let held = this.held.get(trackingId);
-    if (!held) this.held.set(trackingId, (held = {}));
+    // Every Held of one shape (both fields present), whichever gates a send passed.
+    if (!held) this.held.set(trackingId, (held = { dedup: undefined, counted: undefined }));
     return held;
   }
 
   /**
    * Claims in rounds, one statement per round on PostgreSQL (one row per fingerprint, in key
    * order): first every group's earliest send; then, for each group with a later send at or
-   * after the window its claim left, that send (its row is locked by this transaction already);
-   * and so on. A later send inside the window is a duplicate without a statement.
+   * after the end of the window its claim left, that send (its row is locked by this transaction
+   * already); and so on. A later send inside the window is a duplicate without a statement.
    */
   private async deduplicate(inputs: GateInput[]): Promise<void> {
     const fingerprints = new Map(inputs.map((i) => [i.trackingId, contentFingerprint(i.notificationId, i.userId, i.body)]));
-    let open = groupBy(inputs, (i) => `${i.envId} ${fingerprints.get(i.trackingId)!}`).map(([, group]) => ({ group, next: 0, holdsUntil: '' }));
+    // Per fingerprint: its sends in order of their times, the next one to decide, and the end of the window the last claim left.
+    let open = groupBy(inputs, (i) => `${i.envId} ${fingerprints.get(i.trackingId)!}`).map(([, sends]) => ({ sends, next: 0, holdsUntil: '' }));
     while (open.length > 0) {
-      const claiming: typeof open = [];
-      for (const state of open) {
-        for (; state.next < state.group.length && state.group[state.next].at < state.holdsUntil; state.next++) this.verdicts.set(state.group[state.next].trackingId, 'DEDUPLICATED');
-        if (state.next < state.group.length) claiming.push(state);
+      for (const group of open) {
+        while (group.next < group.sends.length && group.sends[group.next].at < group.holdsUntil) this.verdicts.set(group.sends[group.next++].trackingId, 'DEDUPLICATED');
       }
-      const claims = claiming.map(({ group, next }) => {
-        const input = group[next];
-        const expiresAt = new Date(new Date(input.at).getTime() + input.deduplication!.duration * 1000).toISOString();
-        return { env_id: input.envId, fingerprint: fingerprints.get(input.trackingId)!, account_id: input.accountId, tracking_id: input.trackingId, claimed_at: input.at, expires_at: expiresAt };
+      open = open.filter((group) => group.next < group.sends.length);
+      const claims = open.map((group) => {
+        const input = group.sends[group.next++];
+        return dedupClaim(input, fingerprints.get(input.trackingId)!);
       });
       const holders = await this.repo.claimDedups(claims);
-      for (const [i, state] of claiming.entries()) {
+      for (const [i, group] of open.entries()) {
         const { tracking_id: trackingId, env_id: envId, fingerprint } = claims[i];
-        state.holdsUntil = holders[i].expires_at;
-        state.next++;
-        if (holders[i].tracking_id === trackingId) {
-          this.verdicts.set(trackingId, null);
-          this.holding(trackingId).dedup = { envId, fingerprint };
-        } else this.verdicts.set(trackingId, 'DEDUPLICATED');
+        group.holdsUntil = holders[i].expires_at;
+        if (holders[i].tracking_id !== trackingId) {
+          this.verdicts.set(trackingId, 'DEDUPLICATED');
+          continue;
+        }
+        this.verdicts.set(trackingId, null);
+        this.holding(trackingId).dedup = { envId, fingerprint };
       }
-      open = claiming;
     }
   }
 
