@@ -23,6 +23,8 @@ const CG_SENDS = Number(process.env.BENCH_GATES_CG_SENDS ?? 100);
 const CG_ROUNDS = Number(process.env.BENCH_GATES_CG_ROUNDS ?? 4);
 /** Uncounted rounds of each variant first: V8's compiler threads are busy for a while, and their share of the count is noise. */
 const CG_WARM = Number(process.env.BENCH_GATES_CG_WARM ?? 2);
+/** A directory to keep the callgrind dumps in (one per counted round, named after its variant), for callgrind_annotate. */
+const CG_KEEP = process.env.BENCH_GATES_CG_KEEP;
 
 export interface GateRounds {
   /** Per variant, per round: the measure per send (CPU µs, or instructions on the main thread). */
@@ -145,6 +147,10 @@ export async function gateInstructions(): Promise<GateRounds> {
     return { perSend, allThreadsPerSend, sends: CG_SENDS * (CG_ROUNDS + CG_WARM), delivered };
   } finally {
     driver.child.kill('SIGKILL');
+    if (CG_KEEP) {
+      fs.mkdirSync(CG_KEEP, { recursive: true });
+      fs.cpSync(dir, CG_KEEP, { recursive: true });
+    }
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -263,7 +263,11 @@ export class DeliveryWorker {
     await this.deps.ledger.transaction(async (tx) => {
       const trx = tx.db;
       // Deduplication and throttling first: their counters are taken in one order for the batch.
-      const gates = await GateDecisions.decide(trx, plans.flatMap(({ plan }) => (plan.gate ? [plan.gate] : [])));
+      const gates = await GateDecisions.decide(
+        trx,
+        plans.flatMap(({ plan }) => (plan.gate ? [plan.gate] : [])),
+        this.deps.storage.sqlite,
+      );
       for (const { plan } of plans) {
         const verdict = gates.verdicts.get(plan.trackingId);
         if (verdict) skipEvery(plan, verdict);

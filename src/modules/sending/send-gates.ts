@@ -1,9 +1,10 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
+import type SQLite from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
 import type { Deduplication, NotificationType, Throttling } from '../types/types.service.js';
 import type { SkipReason } from './routing.js';
-import { SendGatesRepository } from './send-gates.repository.js';
+import { type DedupKeysTable, SendGatesRepository } from './send-gates.repository.js';
 import { SEND_EXTENSION_PREFIX, type SendBody, parametersOf } from './sending.schemas.js';
 import type { MessageRow } from './sending.tables.js';
 
@@ -102,29 +103,53 @@ export function throttleKey(notificationId: string, userId: string, throttling: 
 /** Keys whose values are not content: who it goes to (only the id counts), when, and the aliases folded in. */
 const NOT_CONTENT = new Set(['to', 'user', 'type', 'notificationId', 'schedule', 'parameters', 'mergeTags', 'replace', 'subNotificationId', 'secondaryId']);
 
-/** sha256 of the send's type, user and content (the body but who and when), its keys in order. */
+/**
+ * sha256 of the send's type, user and content (the body but who and when), its keys in order.
+ * The text hashed is fixed (dedup_keys holds these across releases): a change of it would let a
+ * duplicate through once, across an upgrade inside a window.
+ */
 export function contentFingerprint(notificationId: string, userId: string, body: SendBody): string {
   const content: Record<string, unknown> = {};
   // x-... fields are not interpreted (sending.schemas.ts), so not content either.
-  for (const [key, value] of Object.entries(body)) if (!NOT_CONTENT.has(key) && !key.startsWith(SEND_EXTENSION_PREFIX)) content[key] = value;
+  for (const key of Object.keys(body)) if (!NOT_CONTENT.has(key) && !key.startsWith(SEND_EXTENSION_PREFIX)) content[key] = body[key as keyof SendBody];
   content.parameters = parametersOf(body);
   content.subNotificationId = body.subNotificationId ?? body.secondaryId ?? null;
-  return createHash('sha256').update(canonicalJson([notificationId, userId, content])).digest('hex');
+  // crypto.hash over createHash: one call instead of a Hash object per send (bench gates-instructions).
+  return hash('sha256', canonicalJson([notificationId, userId, content]), 'hex');
 }
 
-/** JSON with every object's keys sorted: equal content, equal text. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
-    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+/**
+ * JSON with every object's keys sorted (UTF-16 order) and its undefined values left out: equal
+ * content, equal text. Loops and one string rather than entries, filter, map and join: the
+ * fingerprint runs on every send of a deduplicating type (bench gates-instructions).
+ */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) {
+    let text = '[';
+    for (let i = 0; i < value.length; i++) text += (i === 0 ? '' : ',') + canonicalJson(value[i]);
+    return `${text}]`;
   }
-  return JSON.stringify(value) ?? 'null';
+  const object = value as Record<string, unknown>;
+  let text = '{';
+  let first = true;
+  for (const key of Object.keys(object).sort()) {
+    const field = object[key];
+    if (field === undefined) continue;
+    text += `${first ? '' : ','}${JSON.stringify(key)}:${canonicalJson(field)}`;
+    first = false;
+  }
+  return `${text}}`;
 }
 
 const byAtThenId = (a: GateInput, b: GateInput) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.trackingId < b.trackingId ? -1 : 1);
 const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** The dedup_keys row a send claims: its fingerprint from its own time for the type's duration. */
+function dedupClaim(input: GateInput, fingerprint: string): DedupKeysTable {
+  const expiresAt = new Date(Date.parse(input.at) + input.deduplication!.duration * 1000).toISOString();
+  return { env_id: input.envId, fingerprint, account_id: input.accountId, tracking_id: input.trackingId, claimed_at: input.at, expires_at: expiresAt };
+}
 
 function groupBy(inputs: GateInput[], keyOf: (input: GateInput) => string): [string, GateInput[]][] {
   const groups = new Map<string, GateInput[]>();
@@ -144,9 +169,9 @@ export class GateDecisions {
 
   private constructor(private readonly repo: SendGatesRepository) {}
 
-  /** Decides deduplication, then throttling, for the batch's gated messages, in `trx`. */
-  static async decide(trx: Kysely<CoreTables>, inputs: GateInput[]): Promise<GateDecisions> {
-    const gates = new GateDecisions(new SendGatesRepository(trx));
+  /** Decides deduplication, then throttling, for the batch's gated messages, in `trx` (`sqlite`: its connection, SQLite only). */
+  static async decide(trx: Kysely<CoreTables>, inputs: GateInput[], sqlite?: SQLite.Database): Promise<GateDecisions> {
+    const gates = new GateDecisions(new SendGatesRepository(trx, sqlite));
     if (inputs.length > 0) {
       await gates.deduplicate(inputs.filter((i) => i.deduplication));
       await gates.throttle(inputs.filter((i) => i.throttling && gates.verdicts.get(i.trackingId) !== 'DEDUPLICATED'));
@@ -156,28 +181,40 @@ export class GateDecisions {
 
   private holding(trackingId: string): Held {
     let held = this.held.get(trackingId);
-    if (!held) this.held.set(trackingId, (held = {}));
+    // Every Held of one shape (both fields present), whichever gates a send passed.
+    if (!held) this.held.set(trackingId, (held = { dedup: undefined, counted: undefined }));
     return held;
   }
 
+  /**
+   * Claims in rounds, one statement per round on PostgreSQL (one row per fingerprint, in key
+   * order): first every group's earliest send; then, for each group with a later send at or
+   * after the end of the window its claim left, that send (its row is locked by this transaction
+   * already); and so on. A later send inside the window is a duplicate without a statement.
+   */
   private async deduplicate(inputs: GateInput[]): Promise<void> {
     const fingerprints = new Map(inputs.map((i) => [i.trackingId, contentFingerprint(i.notificationId, i.userId, i.body)]));
-    for (const [, group] of groupBy(inputs, (i) => `${i.envId} ${fingerprints.get(i.trackingId)!}`)) {
-      // The holder's window as the last claim left it: later sends of the group inside it are duplicates without a statement.
-      let holdsUntil = '';
-      for (const input of group) {
-        if (input.at < holdsUntil) {
-          this.verdicts.set(input.trackingId, 'DEDUPLICATED');
+    // Per fingerprint: its sends in order of their times, the next one to decide, and the end of the window the last claim left.
+    let open = groupBy(inputs, (i) => `${i.envId} ${fingerprints.get(i.trackingId)!}`).map(([, sends]) => ({ sends, next: 0, holdsUntil: '' }));
+    while (open.length > 0) {
+      for (const group of open) {
+        while (group.next < group.sends.length && group.sends[group.next].at < group.holdsUntil) this.verdicts.set(group.sends[group.next++].trackingId, 'DEDUPLICATED');
+      }
+      open = open.filter((group) => group.next < group.sends.length);
+      const claims = open.map((group) => {
+        const input = group.sends[group.next++];
+        return dedupClaim(input, fingerprints.get(input.trackingId)!);
+      });
+      const holders = await this.repo.claimDedups(claims);
+      for (const [i, group] of open.entries()) {
+        const { tracking_id: trackingId, env_id: envId, fingerprint } = claims[i];
+        group.holdsUntil = holders[i].expires_at;
+        if (holders[i].tracking_id !== trackingId) {
+          this.verdicts.set(trackingId, 'DEDUPLICATED');
           continue;
         }
-        const fingerprint = fingerprints.get(input.trackingId)!;
-        const expiresAt = new Date(new Date(input.at).getTime() + input.deduplication!.duration * 1000).toISOString();
-        const holder = await this.repo.claimDedup({ env_id: input.envId, fingerprint, account_id: input.accountId, tracking_id: input.trackingId, claimed_at: input.at, expires_at: expiresAt });
-        holdsUntil = holder.expires_at;
-        if (holder.tracking_id === input.trackingId) {
-          this.verdicts.set(input.trackingId, null);
-          this.holding(input.trackingId).dedup = { envId: input.envId, fingerprint };
-        } else this.verdicts.set(input.trackingId, 'DEDUPLICATED');
+        this.verdicts.set(trackingId, null);
+        this.holding(trackingId).dedup = { envId, fingerprint };
       }
     }
   }
