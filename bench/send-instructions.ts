@@ -106,6 +106,8 @@ async function countSide(name: string, root: string): Promise<InstructionCount> 
     return { name, requests, mainPerRequest: perRequest(load.main, idle.main), allPerRequest: perRequest(load.all, idle.all), idleMainPerRequest: idle.main / requests };
   } finally {
     await stopChild(child);
+    // BENCH_CG_KEEP=<dir>: the callgrind files of each side for callgrind_annotate (native frames: SQLite, V8's builtins, libc).
+    if (process.env.BENCH_CG_KEEP) fs.cpSync(dir, path.join(process.env.BENCH_CG_KEEP, root === ROOT ? 'this-checkout' : 'before'), { recursive: true, filter: (source) => !source.startsWith(path.join(dir, 'data')) });
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
