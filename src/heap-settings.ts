@@ -7,7 +7,7 @@ import v8 from 'node:v8';
  * allocates; a server that allocates steadily and collects fast gets the top factor. Measured on
  * the broadcast bench (10,000 mails, built server): the main thread's heap kept 57 MB after a
  * full collection and then grew to 238 MB before the next one, and the process's peak resident
- * memory was 434 MB; with 30% it stayed under 119 MB and the process peaked at 289 MB, with a few
+ * memory was 434 MB; with 30% it stayed under 113 MB and the process peaked at 287 MB, with a few
  * more full collections (3 -> 14 over the run), each on ~60 MB. See docs/memory.md.
  */
 export const HEAP_GROWING_PERCENT = 30;
