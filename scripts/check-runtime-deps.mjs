@@ -10,8 +10,8 @@ const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8'));
 const runtime = new Set(Object.keys(pkg.dependencies ?? {}));
 const builtins = new Set(builtinModules);
 const files = fs.readdirSync('src', { recursive: true }).filter((f) => f.endsWith('.ts')).map((f) => path.join('src', f));
-// Static imports and re-exports (not `import type` / `export type`) and dynamic import('x').
-const IMPORT = /(?:^|\n)\s*(?:import|export)\s+(?!type\s)(?:[^'"]*?\sfrom\s+)?['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/g;
+// Static imports and re-exports (not `import type` / `export type`), dynamic import('x') and require('x') (packages loaded on first use).
+const IMPORT = /(?:^|\n)\s*(?:import|export)\s+(?!type\s)(?:[^'"]*?\sfrom\s+)?['"]([^'"]+)['"]|\b(?:import|require)\(\s*['"]([^'"]+)['"]\s*\)/g;
 /** Imported only when running from source (.ts files, tsx), where dev dependencies are installed. */
 const SOURCE_ONLY = new Set(['tsx']);
 const packageOf = (spec) => (spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]);

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { buildDeps } from './deps.js';
+import { limitHeapGrowth } from './heap-settings.js';
 import { bootstrapIfEmpty, createAccountWithEnvironment } from './modules/accounts/bootstrap.js';
 import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { signAccountToken } from './modules/auth/jwt.js';
@@ -87,6 +88,8 @@ function redactUrl(raw: string): string {
 }
 
 async function main(argv: string[]): Promise<number> {
+  // Before migrations and the app's schemas allocate: every later heap limit follows it.
+  limitHeapGrowth();
   const [command, ...rest] = argv;
   if (!command || command === 'help' || command === '--help' || command === '-h') {
     console.log(USAGE);

@@ -5,7 +5,7 @@ import type { DeliveryWorker } from './modules/sending/delivery.worker.js';
 import { type Executors, buildExecutors } from './modules/sending/executors/index.js';
 import { registerSendingJobs } from './modules/sending/sending.jobs.js';
 import { registerMaintenanceJobs } from './modules/system/maintenance.jobs.js';
-import { InboundSmtpServer } from './modules/addresses/inbound-smtp.js';
+import type { InboundSmtpServer } from './modules/addresses/inbound-smtp.js';
 import { registerDigestJobs } from './modules/digests/digests.jobs.js';
 import { registerBroadcastJobs } from './modules/broadcasts/broadcasts.jobs.js';
 import { registerDomainJobs } from './modules/domains/domains.jobs.js';
@@ -55,6 +55,8 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   let inboundSmtp: InboundSmtpServer | null = null;
   if (inboundSmtpPort !== null) {
     try {
+      // smtp-server is loaded only where inbound mail is received (docs/memory.md).
+      const { InboundSmtpServer } = await import('./modules/addresses/inbound-smtp.js');
       inboundSmtp = await new InboundSmtpServer(services.inbound, deps.logger, { port: inboundSmtpPort, host: inboundSmtpHost, maxBytes: inboundMaxBytes }).listen();
     } catch (err) {
       await webhooks.stop();

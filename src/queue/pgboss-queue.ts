@@ -1,6 +1,7 @@
+import { createRequire } from 'node:module';
 import { CompiledQuery } from 'kysely';
 import pg from 'pg';
-import PgBoss from 'pg-boss';
+import type PgBoss from 'pg-boss';
 import { uuidv7 } from 'uuidv7';
 import type { Ids } from '../clock.js';
 import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type QueueDepth, type WorkOptions, keyedJobId, type JobDb } from './port.js';
@@ -84,7 +85,9 @@ export class PgBossQueue implements Queue, JobBackend {
     this.lockMs = options.lockMs ?? 30_000;
     this.schema = options.bossSchema ?? 'pgboss';
     this.channel = `queue_${this.schema}`;
-    this.boss = new PgBoss({
+    // pg-boss is loaded only by a PostgreSQL queue: an SQLite process never holds it (docs/memory.md).
+    const PgBossClass = createRequire(import.meta.url)('pg-boss') as typeof PgBoss;
+    this.boss = new PgBossClass({
       db: executor(db),
       schema: this.schema,
       schedule: false,

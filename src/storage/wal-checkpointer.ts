@@ -53,16 +53,20 @@ export function startWalCheckpointer(file: string, onFailure: (error: Error) => 
   // The thread never keeps the process alive; stop() ends it on close.
   worker.unref();
   let stopping = false;
+  let exited = false;
   worker.on('error', (error: unknown) => {
     if (!stopping) onFailure(threadError(error));
   });
   worker.on('exit', (code) => {
+    exited = true;
     if (!stopping) onFailure(new Error(`the WAL checkpoint thread exited (${code})`));
   });
   return {
     async stop() {
       if (stopping) return;
       stopping = true;
+      // A thread that already died answers nothing and exits no more: waiting for it would never end.
+      if (exited) return;
       const stopped = new Promise<void>((resolve) => {
         worker.once('message', () => resolve());
         worker.once('exit', () => resolve());

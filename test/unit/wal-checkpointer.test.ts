@@ -60,10 +60,17 @@ describe('WAL checkpoints off the event loop', () => {
 
   it('tells the caller when the thread cannot run, so checkpoints can move back', async () => {
     const missing = path.join(path.dirname(tempFile()), 'absent.sqlite');
-    const failure = await new Promise<Error>((resolve) => {
-      startWalCheckpointer(missing, resolve);
+    const failures: Error[] = [];
+    let exited!: () => void;
+    const exit = new Promise<void>((resolve) => (exited = resolve));
+    const checkpointer = startWalCheckpointer(missing, (error) => {
+      failures.push(error);
+      if (/exited/.test(error.message)) exited();
     });
-    expect(failure).toBeInstanceOf(Error);
-    expect(failure.message).toMatch(/SQLITE_CANTOPEN/);
+    await exit;
+    expect(failures[0]).toBeInstanceOf(Error);
+    expect(failures[0].message).toMatch(/SQLITE_CANTOPEN/);
+    // Closing the storage stops it: that ends although the thread is gone (it used to wait forever).
+    await checkpointer.stop();
   });
 });

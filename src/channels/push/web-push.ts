@@ -1,9 +1,14 @@
-import webpush from 'web-push';
+import { createRequire } from 'node:module';
+import type WebPushLibrary from 'web-push';
 import { SafeFetchError, type HostLookup } from '../../net/ssrf.js';
 import { PushTransport } from './web-push-transport.js';
 import { type VapidCredentials, VapidTokenCache } from './web-push-vapid.js';
 
 export type { VapidCredentials } from './web-push-vapid.js';
+
+const require = createRequire(import.meta.url);
+/** The web-push library, loaded at the first web push sent: a process that sends none never holds it (docs/memory.md). */
+const webPushLibrary = () => require('web-push') as typeof WebPushLibrary;
 
 /** A browser PushSubscription as JSON (the user's `webPushTokens[].sub`). */
 export interface WebPushSubscription {
@@ -82,9 +87,9 @@ export class WebPushSender {
     } catch {
       return { ok: false, endpoint, kind: 'rejected', code: 'INVALID_SUBSCRIPTION', reason: 'the subscription endpoint is not a URL' };
     }
-    let details: ReturnType<typeof webpush.generateRequestDetails>;
+    let details: ReturnType<typeof WebPushLibrary.generateRequestDetails>;
     try {
-      details = webpush.generateRequestDetails(subscription, payload, {
+      details = webPushLibrary().generateRequestDetails(subscription, payload, {
         // No VAPID details: the library would sign a new JWT for every request; ours comes from the cache.
         vapidDetails: null as unknown as undefined,
         headers: { Authorization: this.tokens.authorization(vapid, origin) },

@@ -1,6 +1,15 @@
-import { ErrorCode, LogLevel, type Logger as SlackLogger, WebClient } from '@slack/web-api';
+import { createRequire } from 'node:module';
+import type * as SlackWebApi from '@slack/web-api';
+import type { Logger as SlackLogger, WebClient } from '@slack/web-api';
 import type { Logger } from 'pino';
 import { DeliveryError } from '../types.js';
+
+const require = createRequire(import.meta.url);
+/**
+ * @slack/web-api (and axios under it), loaded when Slack is first called: some 5 MB of heap that a
+ * process whose environments never use Slack would otherwise hold from start (docs/memory.md).
+ */
+const slackWebApi = () => require('@slack/web-api') as typeof SlackWebApi;
 
 export interface SlackClientOptions {
   /** Web API base URL, method names appended (https://slack.com/api/ or a local peer). */
@@ -51,7 +60,7 @@ export class SlackClients {
   }
 
   private build(token: string | undefined): WebClient {
-    return new WebClient(token, {
+    return new (slackWebApi().WebClient)(token, {
       slackApiUrl: this.options.apiUrl,
       retryConfig: { retries: 0 },
       rejectRateLimitedCalls: true,
@@ -73,6 +82,7 @@ const TRANSIENT_SLACK_ERRORS = new Set(['internal_error', 'fatal_error', 'servic
 export function toDeliveryError(err: unknown, method: string, context = ''): DeliveryError {
   const e = err as { code?: string; data?: { error?: string; needed?: string }; retryAfter?: number; statusCode?: number; message?: string; original?: Error };
   const where = context ? ` (${context})` : '';
+  const { ErrorCode } = slackWebApi();
   switch (e?.code) {
     case ErrorCode.RateLimitedError: {
       const seconds = typeof e.retryAfter === 'number' && Number.isFinite(e.retryAfter) ? Math.max(0, e.retryAfter) : undefined;
@@ -109,7 +119,7 @@ function pinoSlackLogger(logger: Logger): SlackLogger {
     warn: (...msg: unknown[]) => child.warn(text(msg)),
     error: (...msg: unknown[]) => child.error(text(msg)),
     setLevel: () => {},
-    getLevel: () => LogLevel.WARN,
+    getLevel: () => slackWebApi().LogLevel.WARN,
     setName: () => {},
   };
 }

@@ -1,4 +1,4 @@
-import { type AddressObject, type ParsedMail, simpleParser } from 'mailparser';
+import type { AddressObject, ParsedMail } from 'mailparser';
 import type { Deps } from '../../deps.js';
 import { invalid } from '../../errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
@@ -105,6 +105,8 @@ export class InboundMailService {
    * sending server, as the unsubscribe records it. Returns the inbound records made.
    */
   async receive(raw: Buffer, recipients: InboundRecipient[], client: EngagementClient = {}): Promise<InboundEmailRow[]> {
+    // Loaded at the first inbound mail: some 4 MB of heap a server that receives none never holds (docs/memory.md).
+    const { simpleParser } = await import('mailparser');
     let parsed: ParsedMail;
     try {
       parsed = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });

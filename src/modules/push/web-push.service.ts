@@ -1,4 +1,3 @@
-import webpush from 'web-push';
 import type { VapidCredentials } from '../../channels/push/web-push-vapid.js';
 import type { Deps } from '../../deps.js';
 import { EnvironmentsRepository } from '../environments/environments.repository.js';
@@ -39,6 +38,8 @@ export class WebPushService {
       const repo = new WebPushRepository(this.deps.db);
       let row = await repo.find(accountId, envId);
       if (!row) {
+        // Loaded here, not at start: a process whose environments never use web push never holds it (docs/memory.md).
+        const { default: webpush } = await import('web-push');
         const generated = webpush.generateVAPIDKeys();
         await repo.insertIfAbsent({
           env_id: envId,
