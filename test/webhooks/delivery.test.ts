@@ -4,7 +4,8 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RETRY_DELAYS_MS } from '../../src/modules/webhooks/schedule.js';
-import type { WebhooksService } from '../../src/modules/webhooks/webhooks.service.js';
+import type { WebhookTables } from '../../src/modules/webhooks/webhooks.tables.js';
+import { WebhooksService } from '../../src/modules/webhooks/webhooks.service.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -325,6 +326,45 @@ describe.each(STORAGE_KINDS)('webhook retries under a manual clock (%s)', (kind)
     expect(await service.worker.runOnce()).toBe(2);
     expect(new Set(receiver.requests.slice(-2).map((r) => r.headers['x-service-id']))).toEqual(failedIds);
     expect((await t.app.inject({ method: 'POST', url: `/webhooks/${endpointId}/recover`, headers: t.auth, payload: { since } })).json()).toEqual({ recovered: 0 });
+  });
+
+  it('writes and records a batch of 21 events whole (SQLite writes it in runs of 16, 4 and 1 rows)', async () => {
+    // Room for the whole batch at once, so that one dispatch writes it and one flush records it.
+    const wide = new WebhooksService(t.deps, { random: () => 0.5, perEndpoint: 32, concurrency: 64 });
+    try {
+      const made: string[] = [];
+      for (let i = 0; i < 21; i++) made.push(await transition(t, 'email', 'failed'));
+      expect(await wide.worker.runOnce()).toBe(21);
+      expect(receiver.requests.map((r) => (JSON.parse(r.body) as { trackingId: string }).trackingId).sort()).toEqual([...made].sort());
+      const { attempts } = await service.attempts(scope(), endpointId, { limit: 50 });
+      expect(attempts).toHaveLength(21);
+      expect(new Set(attempts.map((a) => a.eventId))).toEqual(new Set(receiver.requests.map((r) => r.headers['x-service-id'])));
+      for (const a of attempts) {
+        expect(a).toEqual({ id: expect.any(String), eventId: expect.stringMatching(/^evt_/), eventType: 'EMAIL_FAILED', attempt: 1, at: clock.now().toISOString(), success: true, statusCode: 200, durationMs: expect.any(Number), response: 'ok', error: null, nextAttemptAt: null, trigger: 'event' });
+      }
+      const db = t.deps.db.withTables<WebhookTables>();
+      const deliveries = await db.selectFrom('webhook_deliveries').selectAll().where('endpoint_id', '=', endpointId).execute();
+      expect(deliveries).toHaveLength(21);
+      for (const d of deliveries) {
+        expect({ ...d, attempts: Number(d.attempts), round_attempts: Number(d.round_attempts) }).toMatchObject({
+          account_id: scope().accountId,
+          env_id: scope().envId,
+          event_type: 'EMAIL_FAILED',
+          status: 'succeeded',
+          attempts: 1,
+          round_attempts: 1,
+          lease: null,
+          last_error: null,
+          last_attempt_at: clock.now().toISOString(),
+          created_at: clock.now().toISOString(),
+        });
+      }
+      const events = await db.selectFrom('webhook_events').selectAll().where('id', 'in', deliveries.map((d) => d.event_id)).execute();
+      expect(events.map((e) => e.tracking_id).sort()).toEqual([...made].sort());
+      for (const e of events) expect(JSON.parse(e.payload)).toMatchObject({ id: e.id, eventType: 'EMAIL_FAILED', trackingId: e.tracking_id });
+    } finally {
+      await wide.sender.close();
+    }
   });
 
   it('purges settled deliveries, their events and attempts past the retention, keeping pending ones', async () => {
