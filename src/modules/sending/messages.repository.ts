@@ -155,6 +155,12 @@ export class MessagesRepository {
     return this.db.selectFrom('deliveries').selectAll().where('id', 'in', deliveryIds).execute();
   }
 
+  /** The deliveries of these messages still waiting for their first attempt (pending, none made). */
+  firstAttemptsPending(trackingIds: string[]): Promise<DeliveryRow[]> {
+    if (trackingIds.length === 0) return Promise.resolve([]);
+    return this.db.selectFrom('deliveries').selectAll().where('tracking_id', 'in', trackingIds).where('status', '=', 'pending').where('attempts', '=', 0).execute();
+  }
+
   /** Worker-side read of a batch's messages. */
   findMessagesForWork(trackingIds: string[]): Promise<MessageRow[]> {
     if (trackingIds.length === 0) return Promise.resolve([]);
