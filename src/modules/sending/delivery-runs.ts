@@ -70,6 +70,9 @@ export class DeliveryRuns {
     private readonly queue: Pick<Queue, 'enqueueMany'> = deps.queue,
   ) {}
 
+  /** First attempts under way in this process, by delivery id: what each will answer (see runFirst). */
+  private readonly firstAttempts = new Map<string, Promise<unknown>>();
+
   /** Handles a batch of jobs; returns, per job in order, undefined (done) or the error it ends with. */
   async run(items: DeliveryJob[]): Promise<unknown[]> {
     const results: unknown[] = items.map(() => undefined);
@@ -99,6 +102,40 @@ export class DeliveryRuns {
    */
   async runFirst(handed: HandedDelivery[]): Promise<unknown[]> {
     const results: unknown[] = handed.map(() => undefined);
+    // A delivery whose first attempt this process is making already (the routing job's lock
+    // expired while its mails went out, and its re-run came here): that attempt's result, not a second call.
+    const joined: Promise<void>[] = [];
+    const own: HandedDelivery[] = [];
+    const ownIndex: number[] = [];
+    for (const [index, h] of handed.entries()) {
+      const running = this.firstAttempts.get(h.delivery.id);
+      if (running) {
+        joined.push(
+          running.then((result) => {
+            results[index] = result;
+          }),
+        );
+      } else {
+        own.push(h);
+        ownIndex.push(index);
+      }
+    }
+    const made = this.attemptFirst(own);
+    // Settles with the attempt's result, or the error that ended the batch: a joiner's failure either way.
+    own.forEach((h, k) => this.firstAttempts.set(h.delivery.id, made.then((r) => r[k], (err: unknown) => err)));
+    try {
+      for (const [k, result] of (await made).entries()) results[ownIndex[k]] = result;
+    } finally {
+      for (const h of own) this.firstAttempts.delete(h.delivery.id);
+    }
+    await Promise.all(joined);
+    return results;
+  }
+
+  /** runFirst for deliveries no other run of this process is attempting. */
+  private async attemptFirst(handed: HandedDelivery[]): Promise<unknown[]> {
+    const results: unknown[] = handed.map(() => undefined);
+    if (handed.length === 0) return results;
     const scope = batchScope();
     const calls: Promise<Call>[] = [];
     for (const [index, { delivery, message }] of handed.entries()) {
