@@ -129,5 +129,34 @@ describe.each(STORAGE_KINDS)('first attempts made by the routing job (%s)', (kin
         await close();
       }
     });
+
+    it('makes a first attempt once when a re-run comes while the first run is still making it (its lock expired)', async () => {
+      const trackingIds = await sendEmails(t, 'overlap', ['o0@example.com', 'o1@example.com']);
+      const { executors, close } = buildExecutors(t.deps, t.services);
+      const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
+      const before = smtp.messages.length;
+      try {
+        if (kind === 'sqlite') {
+          // Route by hand (the chunks' rows stored, the messages processed), as a run killed after routing leaves them.
+          const repo = new MessagesRepository(t.deps.db);
+          for (const { seq } of await db(t).selectFrom('send_intake').select('seq').orderBy('seq').execute()) await repo.insertMessagesIfAbsent((await repo.pendingChunk(seq))!);
+        }
+        expect(await worker.processMessages(trackingIds)).toEqual([undefined, undefined]);
+        // Two runs of the job at once in this process: both find the first attempts missing.
+        const run = (attempt: number) => worker.processMessageJobs(trackingIds.map((trackingId) => ({ data: { trackingId }, job: job('message.process', attempt) })));
+        expect(await Promise.all([run(2), run(3)])).toEqual([
+          [undefined, undefined],
+          [undefined, undefined],
+        ]);
+        expect(smtp.messages.slice(before).map((m) => m.envelope.to[0]).sort()).toEqual(['o0@example.com', 'o1@example.com']);
+        expect((await deliveriesOf(t, trackingIds)).map((d) => [d.status, d.attempts])).toEqual([
+          ['sent', 1],
+          ['sent', 1],
+        ]);
+      } finally {
+        await worker.close();
+        await close();
+      }
+    });
   });
 });
