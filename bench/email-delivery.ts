@@ -51,6 +51,8 @@ const HTML = '<h1>Hello</h1><p>Your order has shipped. Track it in your account.
 export interface EmailRun {
   rate: number;
   cpuUsPerMail?: number;
+  /** Clarion's worker: its main thread alone (the event loop: queue, SQL, SMTP connections). */
+  mainCpuUsPerMail?: number;
 }
 
 /**
@@ -91,13 +93,13 @@ export async function rawSmtp(sender: RawSender, n: number, extraEnv: NodeJS.Pro
  * worker process delivers them. The rate counts from the first mail to the last at the sink,
  * the worker's CPU time over the same window.
  */
-export async function clarionDelivery(n: number): Promise<EmailRun> {
+export async function clarionDelivery(n: number, root = ROOT): Promise<EmailRun> {
   const s = await sink();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-bench-mail-'));
   const env = { CLARION_DATA_DIR: dataDir, SMTP_URL: s.url, DATABASE_URL: '' };
   try {
     const port = await freePort();
-    const api = await start('src/main.ts', ['serve'], { ...env, PORT: String(port), CLARION_ROLE: 'api' }, /API key\s+clarion_sk_\S+/);
+    const api = await start('src/main.ts', ['serve'], { ...env, PORT: String(port), CLARION_ROLE: 'api' }, /API key\s+clarion_sk_\S+/, root);
     const key = /API key\s+(clarion_sk_\S+)/.exec(api.out)![1];
     let next = 0;
     await Promise.all(
@@ -114,17 +116,23 @@ export async function clarionDelivery(n: number): Promise<EmailRun> {
       }),
     );
     await stop(api.child);
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), 'worker'], {
-      cwd: ROOT,
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts'), 'worker'], {
+      cwd: root,
       env: { ...process.env, CLARION_INBOUND_SMTP_PORT: 'off', ...env, LOG_LEVEL: CLARION_LOG_LEVEL },
       stdio: 'ignore',
     });
     await s.waitFor(1);
     const cpu0 = cpuMicros(child.pid);
+    const main0 = cpuMicros(child.pid, 'main');
     await s.waitFor(n);
     const cpu1 = cpuMicros(child.pid);
+    const main1 = cpuMicros(child.pid, 'main');
     await stop(child);
-    return { rate: rate(s.arrivals, n), ...(cpu0 !== undefined && cpu1 !== undefined ? { cpuUsPerMail: (cpu1 - cpu0) / (n - 1) } : {}) };
+    return {
+      rate: rate(s.arrivals, n),
+      ...(cpu0 !== undefined && cpu1 !== undefined ? { cpuUsPerMail: (cpu1 - cpu0) / (n - 1) } : {}),
+      ...(main0 !== undefined && main1 !== undefined ? { mainCpuUsPerMail: (main1 - main0) / (n - 1) } : {}),
+    };
   } finally {
     await s.close();
     fs.rmSync(dataDir, { recursive: true, force: true });

@@ -91,10 +91,11 @@ export interface LoadResult {
  * elsewhere. Unlike a rate, a process's CPU time per request barely moves when other processes
  * load the machine, so it shows what a change costs on a busy host.
  */
-export function cpuMicros(pid: number | undefined): number | undefined {
+export function cpuMicros(pid: number | undefined, thread: 'all' | 'main' = 'all'): number | undefined {
   if (pid === undefined) return undefined;
   try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The main thread's own counters: the thread whose time bounds a one-process server's rate.
+    const stat = fs.readFileSync(thread === 'main' ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const ticks = Number(fields[11]) + Number(fields[12]);
     return (ticks * 1_000_000) / CLOCK_TICKS;

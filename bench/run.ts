@@ -3,7 +3,8 @@
 // seeded (cost as the work grows), email, broadcast, webpush, webhooks, gates (a send with preferences and
 // throttling or deduplication against one without); opt-in only: send-instructions
 // (callgrind's instruction counts per accepted send, plus BENCH_BEFORE_REF), gates-instructions
-// (the gates scenario in instructions per send).
+// (the gates scenario in instructions per send), email-instructions (the email scenario's worker
+// in instructions per mail, plus BENCH_BEFORE_REF).
 import os from 'node:os';
 import { broadcastBench, printBroadcast } from './broadcast.js';
 import { checkoutBefore } from './before.js';
@@ -135,12 +136,28 @@ async function main() {
     const r = await emailRounds(EMAILS, rounds);
     const show = (runs: EmailRun[]) => {
       const cpus = runs.flatMap((x) => (x.cpuUsPerMail === undefined ? [] : [x.cpuUsPerMail]));
-      return `${fmt(median(runs.map((x) => x.rate)), 0)} msg/s${cpus.length ? `, ${fmt(median(cpus), 0)} µs CPU/mail` : ''} (rounds: ${runs.map((x) => fmt(x.rate, 0)).join(' ')})`;
+      const mains = runs.flatMap((x) => (x.mainCpuUsPerMail === undefined ? [] : [x.mainCpuUsPerMail]));
+      return `${fmt(median(runs.map((x) => x.rate)), 0)} msg/s${cpus.length ? `, ${fmt(median(cpus), 0)} µs CPU/mail` : ''}${mains.length ? ` (main thread ${fmt(median(mains), 0)} µs)` : ''} (rounds: ${runs.map((x) => fmt(x.rate, 0)).join(' ')})`;
     };
     console.log(`\nEmail delivery into a local SMTP sink (TCP_NODELAY), ${EMAILS} messages, pool of 5 connections x 100 messages, sender in its own process, ${rounds} rounds (medians):`);
     for (const [sender, runs] of Object.entries(r.raw)) console.log(`  raw ${sender.padEnd(29)}: ${show(runs)}${sender === r.fastest ? ' (fastest: the baseline)' : ''}`);
     console.log(`  Clarion (API -> queue -> worker) : ${show(r.clarion)}`);
     console.log(`  ratio ${fmt(median(r.ratios) * 100)}% of the fastest raw sender, ${r.fastest}, median of the rounds' ratios (target >= 80%); rounds (%): ${percents(r.ratios)}`);
+  }
+
+  if (optedIn('email-instructions')) {
+    const { callgrindMissing } = await import('./send-instructions.js');
+    const { emailInstructions, printEmailInstructions } = await import('./email-instructions.js');
+    const missing = callgrindMissing();
+    if (missing) console.log(`\nInstructions per mail: skipped, ${missing}`);
+    else {
+      const before = BENCH.beforeRef ? checkoutBefore(BENCH.beforeRef) : undefined;
+      try {
+        printEmailInstructions(await emailInstructions(before));
+      } finally {
+        before?.remove();
+      }
+    }
   }
 
   if (wants('broadcast')) printBroadcast(await broadcastBench());

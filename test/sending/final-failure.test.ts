@@ -5,8 +5,10 @@ import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 import { startWorkers } from '../../src/workers.js';
-import { DELIVER_JOB, DeliveryWorker } from '../../src/modules/sending/delivery.worker.js';
+import { DeliveryWorker } from '../../src/modules/sending/delivery.worker.js';
 import { buildExecutors } from '../../src/modules/sending/executors/index.js';
+import { INGEST_SENDS_JOB } from '../../src/modules/sending/messages.journal.js';
+import { MessagesRepository } from '../../src/modules/sending/messages.repository.js';
 import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
 import type { QueueJobsTable } from '../../src/queue/sqlite-queue.js';
 
@@ -102,19 +104,23 @@ describe('final failure when the worker died on the last attempt (sqlite)', () =
     t.workers = undefined;
   });
 
-  it('a delivery: the channel logged failed with PROCESSING_FAILED instead of pending forever', async () => {
+  it('a delivery whose first attempt was left to a job given up: the channel logged failed with PROCESSING_FAILED instead of pending forever', async () => {
     const trackingId = await send({ type: 'lost_delivery', to: { id: 'ld-user', email: 'ld@example.com' }, email: { subject: 'Hi', html: '<p>hi</p>' } });
-    // Route the send by hand (no queue running), which creates its email delivery and that delivery's job.
+    // What a worker killed after routing the send leaves: the message stored and processed, its
+    // email delivery pending with no attempt, the journal chunk and its ingest job still there.
     const { executors, close } = buildExecutors(t.deps, t.services);
     const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
     try {
+      const repo = new MessagesRepository(t.deps.db);
       const chunk = await db().selectFrom('send_intake').select('seq').executeTakeFirstOrThrow();
-      await worker.ingestSends(chunk.seq);
+      await repo.insertMessagesIfAbsent((await repo.pendingChunk(chunk.seq))!);
+      expect(await worker.processMessages([trackingId])).toEqual([undefined]);
     } finally {
       await worker.close();
       await close();
     }
-    await abandonOnLastAttempt([await db().selectFrom('queue_jobs').selectAll().where('name', '=', DELIVER_JOB).executeTakeFirstOrThrow()]);
+    expect(await db().selectFrom('deliveries').select(['status', 'attempts']).where('tracking_id', '=', trackingId).execute()).toEqual([{ status: 'pending', attempts: 0 }]);
+    await abandonOnLastAttempt([await db().selectFrom('queue_jobs').selectAll().where('name', '=', INGEST_SENDS_JOB).where('state', '=', 'waiting').executeTakeFirstOrThrow()]);
     t.workers = await startWorkers(t.deps, t.services, { retryBaseMs: 10 });
     const record = await loggedWith(trackingId, 'email_failed_at');
     expect(record.email_failed_code).toBe('PROCESSING_FAILED');

@@ -1,5 +1,6 @@
 import { type Kysely, type RawBuilder, type Updateable, sql } from 'kysely';
 import type { Dialect } from '../../storage/db.js';
+import { paddedToPowerOfTwo, powerOfTwoChunks } from '../../storage/statement-shapes.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { AttemptRow, DeliveriesTable, DeliveryRow, MessagesTable, ProviderEventsTable, SendingTables } from '../sending/sending.tables.js';
 import type { DeliveryEventsTable, DeliveryTables, LedgerDb } from './delivery.tables.js';
@@ -36,6 +37,8 @@ export interface EngagedDelivery extends DeliveryIdentity {
 
 /** Rows per INSERT: well under SQLite's bound-parameter limit with 12 columns each. */
 const INSERT_CHUNK = 500;
+/** Rows per INSERT on SQLite, in chunks of powers of two up to this (statement-shapes.ts). */
+const SQLITE_INSERT_CHUNK = 64;
 
 /**
  * The SQL of the delivery ledger: the only writes to messages (after acceptance), deliveries,
@@ -62,7 +65,7 @@ export class LedgerRepository {
     return this.db
       .updateTable('messages')
       .set(patch)
-      .where('tracking_id', 'in', trackingIds)
+      .where('tracking_id', 'in', paddedToPowerOfTwo(trackingIds))
       .where('state', '=', from as MessagesTable['state'])
       .returning(['tracking_id', 'account_id', 'env_id'])
       .execute();
@@ -105,20 +108,33 @@ export class LedgerRepository {
 
   /** Inserts deliveries; one already present (a re-run) is left alone. Returns the ids inserted. */
   async insertDeliveries(rows: DeliveryRow[]): Promise<Set<string>> {
-    if (rows.length === 0) return new Set();
-    const inserted = await this.db
-      .insertInto('deliveries')
-      .values(rows)
-      .onConflict((oc) => oc.columns(['tracking_id', 'channel']).doNothing())
-      .returning('id')
-      .execute();
-    return new Set(inserted.map((r) => r.id));
+    const ids = new Set<string>();
+    for (const chunk of this.insertChunks(rows)) {
+      const inserted = await this.db
+        .insertInto('deliveries')
+        .values(chunk)
+        .onConflict((oc) => oc.columns(['tracking_id', 'channel']).doNothing())
+        .returning('id')
+        .execute();
+      for (const r of inserted) ids.add(r.id);
+    }
+    return ids;
   }
 
   async insertAttempts(rows: AttemptRow[]): Promise<void> {
-    for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
-      await this.db.insertInto('delivery_attempts').values(rows.slice(i, i + INSERT_CHUNK)).execute();
-    }
+    for (const chunk of this.insertChunks(rows)) await this.db.insertInto('delivery_attempts').values(chunk).execute();
+  }
+
+  /**
+   * A multi-row INSERT's rows in statements: on SQLite in a few sizes, so that each size is
+   * compiled once (statement-shapes.ts); on PostgreSQL, which compiles each statement anyway,
+   * as few as the parameter limit allows.
+   */
+  private insertChunks<T>(rows: T[]): T[][] {
+    if (this.dialect === 'sqlite') return powerOfTwoChunks(rows, SQLITE_INSERT_CHUNK);
+    const chunks: T[][] = [];
+    for (let i = 0; i < rows.length; i += INSERT_CHUNK) chunks.push(rows.slice(i, i + INSERT_CHUNK));
+    return chunks;
   }
 
   /** Changes a delivery that is in status `from`; returns it when changed. */
@@ -283,9 +299,7 @@ export class LedgerRepository {
 
   /** Inserts events (a batch's events in one statement; measured as fast as one JSON parameter unpacked by the database). */
   async insertEvents(rows: DeliveryEventsTable[]): Promise<void> {
-    for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
-      await this.db.insertInto('delivery_events').values(rows.slice(i, i + INSERT_CHUNK)).execute();
-    }
+    for (const chunk of this.insertChunks(rows)) await this.db.insertInto('delivery_events').values(chunk).execute();
   }
 
   /** Deletes up to `limit` events older than `before`; returns how many. */

@@ -11,7 +11,7 @@ import type { CollectedDelivery, DigestsService } from '../digests/digests.servi
 import type { TemplatesService } from '../templates/templates.service.js';
 import type { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
-import { DeliveryRuns, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
+import { DELIVERY_BATCH, DELIVER_JOB, DeliveryRuns, type HandedDelivery, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
 import { carriedDigest, digestContent, digestScheduleOf } from './digest-routing.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
 import { INGEST_SENDS_JOB } from './messages.journal.js';
@@ -23,15 +23,17 @@ import type { SendBody } from './sending.schemas.js';
 import { PROCESS_MESSAGE_JOB, normalizeSend } from './sending.service.js';
 import type { AttemptRow, DeliveryRow, MessageRow } from './sending.tables.js';
 
-export const DELIVER_JOB = 'delivery.run';
-export { MAX_DELIVERY_ATTEMPTS };
+export { DELIVER_JOB, MAX_DELIVERY_ATTEMPTS };
 /** failed_code of a message whose processing failed for good. */
 export const PROCESSING_FAILED = 'PROCESSING_FAILED';
 
 /**
- * The delivery engine: `message.process` decides routing and renders content, then one
- * `delivery.run` job per channel calls the provider. Both are idempotent: a job re-run after a
- * crash finds its work already committed, or redoes a provider call with the same message id.
+ * The delivery engine: `message.process` (on SQLite, for immediate sends, `sends.ingest`) decides
+ * routing and renders content, commits the deliveries pending, then makes their first provider
+ * calls itself, before its job completes; a retry runs in a `delivery.run` job of its own. Both
+ * are idempotent: a job re-run after a crash finds its work already committed and makes the first
+ * attempts still missing (a delivery pending with no attempt), or redoes a provider call with the
+ * same message id.
  */
 /** The process's services the worker calls (the services object has them). */
 export interface DeliveryWorkerServices {
@@ -59,7 +61,7 @@ export class DeliveryWorker {
     this.users = services.users;
     this.templates = services.templates;
     this.digests = services.digests;
-    this.deliveries = new DeliveryRuns(deps, executors, this.users, retryBaseMs);
+    this.deliveries = new DeliveryRuns(deps, executors, this.users, retryBaseMs, queue);
   }
 
   /** Stops the render threads (after the queue stopped). */
@@ -71,29 +73,39 @@ export class DeliveryWorker {
     // Messages are routed in batches: one claim, transaction and completion for up to 16.
     // onFailed covers what a handler cannot see: a worker that died (kill -9, out of memory) on
     // the job's last attempt. Failures the handlers saw are recorded by them already.
+    // Each batch makes the first attempts of the deliveries it routed (makeFirstAttempts), so a
+    // batch holds its job while its mails go out; four at a time keep the SMTP pool busy.
     this.queue.workBatch<{ trackingId: string }>(PROCESS_MESSAGE_JOB, (items) => this.processMessageJobs(items), {
       concurrency: options.concurrency ?? 4,
       batchSize: 16,
       onFailed: (data, _job, error) => this.failMessages([(data as { trackingId: string }).trackingId], error),
     });
-    // Deliveries too: one claim, read and ledger transaction per batch, the provider calls of a
-    // batch at once (DeliveryRuns). Two batches at a time, so one sends while the other records.
+    // Retries (and deliveries handed to the queue): one claim, read and ledger transaction per
+    // batch, the provider calls of a batch at once (DeliveryRuns). Two batches at a time.
     this.queue.workBatch<{ deliveryId: string }>(DELIVER_JOB, (items) => this.deliveries.run(items), {
       concurrency: options.concurrency ?? 2,
       batchSize: 16,
       onFailed: (data, _job, error) => this.failDelivery((data as { deliveryId: string }).deliveryId, error),
     });
     // Journal chunks (SQLite) a few at a time: one claim, processing and completion per batch (ingestChunks).
-    this.queue.workBatch<{ seq: number }>(INGEST_SENDS_JOB, (items) => this.ingestChunks(items), {
+    this.queue.workBatch<{ seq: number }>(INGEST_SENDS_JOB, (items) => this.ingestChunks(items, { makeFirstAttempts: true }), {
       concurrency: options.concurrency ?? 2,
       batchSize: 4,
       onFailed: (data, _job, error) => this.failIngestChunk((data as { seq: number }).seq, error),
     });
   }
 
-  /** Marks failed, with PROCESSING_FAILED and the reason, those of these messages still queued or scheduled. */
+  /**
+   * Marks failed, with PROCESSING_FAILED and the reason, those of these messages still queued or
+   * scheduled, and the deliveries of theirs still waiting for a first attempt: the job that was
+   * to make it was given up, and no other will.
+   */
   async failMessages(trackingIds: string[], reason: string): Promise<void> {
-    await this.deps.ledger.failMessages(trackingIds, { at: this.deps.clock.now().toISOString(), code: PROCESSING_FAILED, reason });
+    const failure = { at: this.deps.clock.now().toISOString(), code: PROCESSING_FAILED, reason };
+    await this.deps.ledger.transaction(async (tx) => {
+      await tx.failMessages(trackingIds, failure);
+      for (const delivery of await new MessagesRepository(tx.db).firstAttemptsPending(trackingIds)) await tx.deliveryFailed(delivery.id, null, failure);
+    });
   }
 
   /**
@@ -122,11 +134,40 @@ export class DeliveryWorker {
     await repo.dropPendingChunk(seq);
   }
 
-  /** message.process jobs: a message whose processing failed for good ends failed in its log. */
+  /**
+   * message.process jobs: routes the messages, then makes the first attempts of their deliveries
+   * (makeFirstAttempts); a message whose processing failed for good ends failed in its log.
+   */
   async processMessageJobs(items: { data: { trackingId: string }; job: JobContext }[]): Promise<unknown[]> {
     const trackingIds = items.map((i) => i.data.trackingId);
-    const failures = await this.processMessages(trackingIds);
+    const routed = await this.route(trackingIds);
+    const failures = await this.makeFirstAttempts(trackingIds, routed);
     await this.recordFinalFailures(trackingIds, failures, (i) => items[i].job);
+    return failures;
+  }
+
+  /**
+   * The first attempts of what `route` left to deliver: the deliveries it committed, and those a
+   * run before committed and never attempted (this is a re-run after a crash); in batches of
+   * DELIVERY_BATCH, run at once, each recorded as its calls end. Returns `routed.failures` with,
+   * for each message whose first attempts could not all be recorded, that error: its job runs
+   * again and makes them.
+   */
+  private async makeFirstAttempts(trackingIds: string[], routed: Routed): Promise<unknown[]> {
+    const handed = [...routed.handed];
+    if (routed.resumed.size > 0) {
+      for (const delivery of await new MessagesRepository(this.deps.db).firstAttemptsPending([...routed.resumed.keys()])) {
+        handed.push({ delivery, message: routed.resumed.get(delivery.tracking_id)! });
+      }
+    }
+    const failures = [...routed.failures];
+    if (handed.length === 0) return failures;
+    const batches: HandedDelivery[][] = [];
+    for (let i = 0; i < handed.length; i += DELIVERY_BATCH) batches.push(handed.slice(i, i + DELIVERY_BATCH));
+    const results = (await Promise.all(batches.map((batch) => this.deliveries.runFirst(batch)))).flat();
+    const unmade = new Map<string, unknown>();
+    for (const [i, result] of results.entries()) if (result !== undefined) unmade.set(handed[i].delivery.tracking_id, result);
+    for (const [index, trackingId] of trackingIds.entries()) if (unmade.has(trackingId)) failures[index] ??= unmade.get(trackingId);
     return failures;
   }
 
@@ -167,8 +208,11 @@ export class DeliveryWorker {
    * Measured reason: a group commit of the API makes a chunk of a few sends (about 5 at 50
    * connections), and a chunk alone cost five commits (claim, rows, processing, drop, job
    * completion), about one per send. Returns, per job in order, undefined or its error.
+   * `makeFirstAttempts` (the job's handler): the first attempts of the deliveries routed are made
+   * before the chunks are dropped, so a crash before they are recorded leaves the job and its
+   * chunks, and the job's re-run makes them. Without it the deliveries wait pending (tests).
    */
-  async ingestChunks(items: { data: { seq: number }; job: JobContext }[]): Promise<unknown[]> {
+  async ingestChunks(items: { data: { seq: number }; job: JobContext }[], options: { makeFirstAttempts?: boolean } = {}): Promise<unknown[]> {
     const repo = new MessagesRepository(this.deps.db);
     const results: unknown[] = items.map(() => undefined);
     let chunks: { index: number; seq: number; job: JobContext; messages: MessageRow[] }[] = [];
@@ -199,7 +243,8 @@ export class DeliveryWorker {
     }
     const trackingIds = chunks.flatMap((c) => c.messages.map((m) => m.tracking_id));
     const jobOf = chunks.flatMap((c) => c.messages.map(() => c.job));
-    const failures = await this.processMessages(trackingIds);
+    const routed = await this.route(trackingIds);
+    const failures = options.makeFirstAttempts ? await this.makeFirstAttempts(trackingIds, routed) : routed.failures;
     const recorded = await this.recordFinalFailures(trackingIds, failures, (i) => jobOf[i]);
     const processed: number[] = [];
     let at = 0;
@@ -234,22 +279,33 @@ export class DeliveryWorker {
 
   /**
    * Routes and renders a batch of messages, then writes all of them (deliveries, in-app
-   * notifications, delivery jobs) in one transaction, each in its own savepoint. What planning
-   * reads is read once per batch (PlanningReads). Returns, per message, undefined or the error
-   * that failed it alone.
+   * notifications) in one transaction, each in its own savepoint. What planning reads is read
+   * once per batch (PlanningReads). Returns, per message, undefined or the error that failed it
+   * alone. The deliveries it writes wait pending: the jobs' handlers make their first attempts
+   * (makeFirstAttempts).
    */
   async processMessages(trackingIds: string[]): Promise<unknown[]> {
+    return (await this.route(trackingIds)).failures;
+  }
+
+  /** processMessages, and what it leaves to deliver (Routed). */
+  private async route(trackingIds: string[]): Promise<Routed> {
+    const routed: Routed = { failures: trackingIds.map(() => undefined), handed: [], resumed: new Map() };
+    const failures = routed.failures;
     let reads: PlanningReads;
     try {
       reads = await PlanningReads.of(this.deps, this.users, this.templates, trackingIds);
     } catch (err) {
-      return trackingIds.map(() => err);
+      routed.failures = trackingIds.map(() => err);
+      return routed;
     }
-    const failures: unknown[] = trackingIds.map(() => undefined);
     const plans: { index: number; plan: MessagePlan }[] = [];
     // One time for the batch: its messages are processed together.
     const now = this.deps.clock.now().toISOString();
     for (const [index, trackingId] of trackingIds.entries()) {
+      const message = reads.message(trackingId);
+      // Processed by a run before this one: it may have left first attempts to make.
+      if (message?.state === 'processed') routed.resumed.set(trackingId, message);
       try {
         const plan = await this.plan(trackingId, reads, now);
         if (plan) plans.push({ index, plan });
@@ -257,8 +313,10 @@ export class DeliveryWorker {
         failures[index] = err;
       }
     }
-    if (plans.length === 0) return failures;
+    if (plans.length === 0) return routed;
     const afterCommit: (() => Promise<void>)[] = [];
+    // The messages this run moved on (another run may have processed some: their rows are not written).
+    const committed = new Set<string>();
     // The ledger writes the batch's delivery events together, just before the commit.
     await this.deps.ledger.transaction(async (tx) => {
       const trx = tx.db;
@@ -272,8 +330,7 @@ export class DeliveryWorker {
         const verdict = gates.verdicts.get(plan.trackingId);
         if (verdict) skipEvery(plan, verdict);
       }
-      const committed = new Set<string>();
-      // Messages that only make deliveries for jobs (no in-transaction delivery, such as in-app):
+      // Messages that only make deliveries for provider calls (no in-transaction delivery, such as in-app):
       // written together, a few statements for the batch instead of five per message. Should
       // that fail, each message is written alone in its own savepoint, as the others are.
       // Messages that collect into digests write digest rows too: alone.
@@ -304,10 +361,14 @@ export class DeliveryWorker {
       }
       await gates.undo(committed);
     });
+    for (const { plan } of plans) {
+      if (!committed.has(plan.trackingId)) continue;
+      for (const row of plan.rows) if (row.status === 'pending') routed.handed.push({ delivery: row, message: plan.message });
+    }
     for (const run of afterCommit) {
       await run().catch((err: unknown) => this.deps.logger.warn({ err }, 'after-commit step of a delivery failed'));
     }
-    return failures;
+    return routed;
   }
 
   /** A pending delivery its channel makes inside the processing transaction (in-app). */
@@ -316,9 +377,9 @@ export class DeliveryWorker {
   }
 
   /**
-   * Writes planned messages whose deliveries all wait for jobs, inside the ledger's transaction
-   * `tx`: one UPDATE of the messages, one INSERT of their deliveries, one of their jobs. In a
-   * savepoint; returns the messages it moved on, or null (and nothing written) when a statement failed.
+   * Writes planned messages whose deliveries all wait for a provider call, inside the ledger's
+   * transaction `tx`: one UPDATE of the messages, one INSERT of their deliveries. In a savepoint;
+   * returns the messages it moved on, or null (and nothing written) when a statement failed.
    */
   private async applyTogether(tx: LedgerSession, plans: MessagePlan[], now: string): Promise<Set<string> | null> {
     const trx = tx.db;
@@ -329,8 +390,6 @@ export class DeliveryWorker {
       // Only the run that moves a message on writes its deliveries (a re-run after a crash finds it processed).
       const rows = plans.filter((p) => moved.has(p.trackingId)).flatMap((p) => p.rows);
       await tx.insertDeliveries(rows);
-      const jobs = rows.filter((row) => row.status === 'pending').map((row) => ({ name: DELIVER_JOB, data: { deliveryId: row.id }, options: { maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 } }));
-      if (jobs.length > 0) await this.queue.enqueueMany(trx, jobs);
       await sql`release savepoint process_messages`.execute(trx);
       return moved;
     } catch (err) {
@@ -487,9 +546,6 @@ export class DeliveryWorker {
     const items = collected.length > 0 ? await this.digests.collect(tx, collected, now) : [];
     await tx.insertDeliveries(rows, attempts);
     if (items.length > 0) await this.digests.addItems(tx, items);
-    for (const row of rows) {
-      if (row.status === 'pending') await this.queue.enqueue(trx, DELIVER_JOB, { deliveryId: row.id }, { maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 });
-    }
     return afterCommit;
   }
 
@@ -498,6 +554,16 @@ export class DeliveryWorker {
     const [failure] = await this.deliveries.run([{ data: { deliveryId }, job }]);
     if (failure !== undefined) throw asError(failure);
   }
+}
+
+/** What a routing run did: per message its failure, and the first attempts it leaves to make. */
+interface Routed {
+  /** Per message in order, undefined or the error that failed it alone. */
+  failures: unknown[];
+  /** The pending deliveries this run committed, with their messages. */
+  handed: HandedDelivery[];
+  /** Messages a run before had processed already, by tracking id: their deliveries may still wait for a first attempt. */
+  resumed: Map<string, MessageRow>;
 }
 
 /** What plan() read and rendered for one message, for apply() to write. */

@@ -3,6 +3,7 @@ import { CompiledQuery, type Kysely, PostgresAdapter, SqliteAdapter } from 'kyse
 import type { Queue } from '../../queue/port.js';
 import type { CoreTables } from '../../storage/schema.js';
 import { prepared } from '../../storage/pg-prepared.js';
+import { paddedToPowerOfTwo, powerOfTwoChunks } from '../../storage/statement-shapes.js';
 import { SendJournal } from './messages.journal.js';
 import type { AttemptRow, DeliveryRow, MessageRow, SendingDb, SendingTables } from './sending.tables.js';
 
@@ -129,11 +130,14 @@ export class MessagesRepository {
   /** Inserts message rows; one already present (a re-run after a crash) is left as it is. */
   async insertMessagesIfAbsent(rows: MessageRow[]): Promise<void> {
     if (rows.length === 0) return;
-    await this.db
-      .insertInto('messages')
-      .values(rows)
-      .onConflict((oc) => oc.column('tracking_id').doNothing())
-      .execute();
+    // On SQLite in a few statement sizes, each compiled once (statement-shapes.ts).
+    for (const chunk of this.postgres ? [rows] : powerOfTwoChunks(rows, 64)) {
+      await this.db
+        .insertInto('messages')
+        .values(chunk)
+        .onConflict((oc) => oc.column('tracking_id').doNothing())
+        .execute();
+    }
   }
 
   findMessage(envId: string, trackingId: string): Promise<MessageRow | undefined> {
@@ -152,13 +156,19 @@ export class MessagesRepository {
   /** Worker-side read of a batch's deliveries (delivery jobs carry the delivery id). */
   findDeliveries(deliveryIds: string[]): Promise<DeliveryRow[]> {
     if (deliveryIds.length === 0) return Promise.resolve([]);
-    return this.db.selectFrom('deliveries').selectAll().where('id', 'in', deliveryIds).execute();
+    return this.db.selectFrom('deliveries').selectAll().where('id', 'in', paddedToPowerOfTwo(deliveryIds)).execute();
+  }
+
+  /** The deliveries of these messages still waiting for their first attempt (pending, none made). */
+  firstAttemptsPending(trackingIds: string[]): Promise<DeliveryRow[]> {
+    if (trackingIds.length === 0) return Promise.resolve([]);
+    return this.db.selectFrom('deliveries').selectAll().where('tracking_id', 'in', paddedToPowerOfTwo(trackingIds)).where('status', '=', 'pending').where('attempts', '=', 0).execute();
   }
 
   /** Worker-side read of a batch's messages. */
   findMessagesForWork(trackingIds: string[]): Promise<MessageRow[]> {
     if (trackingIds.length === 0) return Promise.resolve([]);
-    return this.db.selectFrom('messages').selectAll().where('tracking_id', 'in', trackingIds).execute();
+    return this.db.selectFrom('messages').selectAll().where('tracking_id', 'in', paddedToPowerOfTwo(trackingIds)).execute();
   }
 
   /** The delivery a provider message id belongs to (inbound replies, callbacks). */
@@ -197,7 +207,7 @@ export class MessagesRepository {
   /** Worker-side read of a batch: the jobs carry the ids they were created with. */
   messagesForWork(trackingIds: string[]): Promise<MessageRow[]> {
     if (trackingIds.length === 0) return Promise.resolve([]);
-    return this.db.selectFrom('messages').selectAll().where('tracking_id', 'in', trackingIds).execute();
+    return this.db.selectFrom('messages').selectAll().where('tracking_id', 'in', paddedToPowerOfTwo(trackingIds)).execute();
   }
 
   /**

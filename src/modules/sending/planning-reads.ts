@@ -1,4 +1,5 @@
 import type { Deps } from '../../deps.js';
+import { paddedToPowerOfTwo } from '../../storage/statement-shapes.js';
 import type { ComponentResolver } from '../../rendering/liquid.js';
 import { componentResolver } from '../components/components.service.js';
 import { type EnvironmentRow, EnvironmentsRepository } from '../environments/environments.repository.js';
@@ -46,10 +47,11 @@ export class PlanningReads {
     }
     for (const group of byEnv.values()) {
       const { account_id: accountId, env_id: envId } = group[0];
-      const found = await users.getManyWithSuppressions(accountId, envId, [...new Set(group.map((m) => m.user_id))]);
+      // IN lists padded to a few lengths, each statement compiled once (statement-shapes.ts).
+      const found = await users.getManyWithSuppressions(accountId, envId, paddedToPowerOfTwo([...new Set(group.map((m) => m.user_id))]));
       for (const [userId, user] of found) reads.users.set(`${accountId}\u0000${envId}\u0000${userId}`, user);
       // One query per environment for the batch's (user, type) pairs; most batches find none.
-      const book = await PreferenceBook.read(deps.db, { accountId, envId }, [...found.keys()], [...new Set(group.map((m) => m.notification_id))]);
+      const book = await PreferenceBook.read(deps.db, { accountId, envId }, paddedToPowerOfTwo([...found.keys()]), paddedToPowerOfTwo([...new Set(group.map((m) => m.notification_id))]));
       reads.preferences.set(`${accountId}\u0000${envId}`, book);
     }
     return reads;
