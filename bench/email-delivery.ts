@@ -88,6 +88,24 @@ export async function rawSmtp(sender: RawSender, n: number, extraEnv: NodeJS.Pro
   }
 }
 
+/** Accepts the mails of users `from` to `upTo - 1` through `POST /send` on `port`, 50 at a time (the email scenarios' load). */
+export async function acceptShippedMails(port: number, key: string, from: number, upTo: number): Promise<void> {
+  let next = from;
+  await Promise.all(
+    Array.from({ length: 50 }, async () => {
+      while (next < upTo) {
+        const i = next++;
+        const res = await fetch(`http://127.0.0.1:${port}/send`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ type: 'shipped', to: { id: `user${i}`, email: `user${i}@example.com` }, email: { subject: 'Your order shipped', html: HTML } }),
+        });
+        if (res.status !== 200 && res.status !== 202) throw new Error(`send answered ${res.status}`);
+      }
+    }),
+  );
+}
+
 /**
  * Clarion: N sends accepted by an API-only process (so they all wait in the queue), then one
  * worker process delivers them. The rate counts from the first mail to the last at the sink,
@@ -101,20 +119,7 @@ export async function clarionDelivery(n: number, root = ROOT): Promise<EmailRun>
     const port = await freePort();
     const api = await start('src/main.ts', ['serve'], { ...env, PORT: String(port), CLARION_ROLE: 'api' }, /API key\s+clarion_sk_\S+/, root);
     const key = /API key\s+(clarion_sk_\S+)/.exec(api.out)![1];
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 50 }, async () => {
-        while (next < n) {
-          const i = next++;
-          const res = await fetch(`http://127.0.0.1:${port}/send`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-            body: JSON.stringify({ type: 'shipped', to: { id: `user${i}`, email: `user${i}@example.com` }, email: { subject: 'Your order shipped', html: HTML } }),
-          });
-          if (res.status !== 200 && res.status !== 202) throw new Error(`send answered ${res.status}`);
-        }
-      }),
-    );
+    await acceptShippedMails(port, key, 0, n);
     await stop(api.child);
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts'), 'worker'], {
       cwd: root,

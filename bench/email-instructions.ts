@@ -11,13 +11,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Checkout } from './before.js';
-import { sink } from './email-delivery.js';
+import { acceptShippedMails, sink } from './email-delivery.js';
 import { CLARION_LOG_LEVEL, ROOT, freePort, start, stop } from './lib.js';
 import { dumpTotals, stopChild } from './send-instructions.js';
 
 const WARM = Number(process.env.BENCH_CG_MAIL_WARM ?? 600);
 const COUNTED = Number(process.env.BENCH_CG_MAILS ?? 1000);
-const HTML = '<h1>Hello</h1><p>Your order has shipped. Track it in your account.</p>';
 
 export interface MailInstructionCount {
   name: string;
@@ -43,21 +42,10 @@ async function countSide(name: string, root: string): Promise<MailInstructionCou
   let worker: ChildProcess | undefined;
   try {
     const key = /API key\s+(clarion_sk_\S+)/.exec(api.out)![1];
-    let next = 0;
+    let accepted = 0;
     const accept = async (upTo: number) => {
-      await Promise.all(
-        Array.from({ length: 50 }, async () => {
-          while (next < upTo) {
-            const i = next++;
-            const res = await fetch(`http://127.0.0.1:${port}/send`, {
-              method: 'POST',
-              headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-              body: JSON.stringify({ type: 'shipped', to: { id: `user${i}`, email: `user${i}@example.com` }, email: { subject: 'Your order shipped', html: HTML } }),
-            });
-            if (res.status !== 200 && res.status !== 202) throw new Error(`send answered ${res.status}`);
-          }
-        }),
-      );
+      await acceptShippedMails(port, key, accepted, upTo);
+      accepted = upTo;
     };
     await accept(WARM);
     const out = path.join(dir, 'callgrind.out');
