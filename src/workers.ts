@@ -2,6 +2,7 @@ import type { Deps } from './deps.js';
 import type { Services } from './services.js';
 import { registerLogJobs } from './modules/logs/logs.jobs.js';
 import type { DeliveryWorker } from './modules/sending/delivery.worker.js';
+import type { DeliveryTiming } from './modules/sending/delivery-runs.js';
 import { type Executors, buildExecutors } from './modules/sending/executors/index.js';
 import { registerSendingJobs } from './modules/sending/sending.jobs.js';
 import { registerMaintenanceJobs } from './modules/system/maintenance.jobs.js';
@@ -39,7 +40,7 @@ const MINUTE_MS = 60 * 1000;
  * Registers every module's jobs (`<module>.jobs.ts`) on the queue and starts working; the API
  * process may run it too (role all), over the same services object as its routes.
  */
-export async function startWorkers(deps: Deps, services: Services, options: { concurrency?: number; retryBaseMs?: number } = {}): Promise<Workers> {
+export async function startWorkers(deps: Deps, services: Services, options: { concurrency?: number } & Partial<DeliveryTiming> = {}): Promise<Workers> {
   const { executors, close: closeExecutors } = buildExecutors(deps, services);
   const worker = registerSendingJobs(deps, services, executors, options);
   registerLogJobs(deps, services.logs);

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { type ParsedMail, simpleParser } from 'mailparser';
-import { SMTPServer, type SMTPServerAddress } from 'smtp-server';
+import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
 
 /** One message the peer accepted, as the far end saw it. */
 export interface ReceivedMail {
@@ -21,6 +21,8 @@ export interface SmtpPeerOptions {
   rejectData?: 552 | 554 | 451;
   /** With rejectData: refuse only this many messages, then accept (a server that is briefly unavailable). */
   rejectDataTimes?: number;
+  /** Recipients (lower case) whose message's answer to DATA waits for release() (a server that hangs). */
+  holdData?: string[];
 }
 
 export interface SmtpPeer {
@@ -35,6 +37,12 @@ export interface SmtpPeer {
   socketErrors: Error[];
   /** Resolves once `count` messages have arrived. */
   waitFor(count: number): Promise<ReceivedMail[]>;
+  /** Messages whose answer is held (holdData) so far, released or not. */
+  held: number;
+  /** Resolves once `count` messages have been held. */
+  waitForHeld(count: number): Promise<void>;
+  /** Answers every held message, as the peer would have without holdData. */
+  release(): void;
   /** Ends every open connection from the server's side (as a server's idle timeout does); keeps listening. */
   dropConnections(): void;
   close(): Promise<void>;
@@ -60,7 +68,9 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
   const messages: ReceivedMail[] = [];
   const waiters: { count: number; resolve: (m: ReceivedMail[]) => void }[] = [];
   const sockets = new Set<{ destroy(): void }>();
-  const state = { connections: 0, dataRejected: 0 };
+  const state = { connections: 0, dataRejected: 0, held: 0 };
+  const heldAnswers: (() => void)[] = [];
+  const heldWaiters: { count: number; resolve: () => void }[] = [];
 
   const server = new SMTPServer({
     logger: false,
@@ -90,36 +100,49 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
-        const { rejectData, rejectDataTimes } = peer.options;
-        if (rejectData && (rejectDataTimes === undefined || state.dataRejected < rejectDataTimes)) {
-          state.dataRejected++;
-          return callback(smtpError(rejectData));
+        if (session.envelope.rcptTo.some((r) => peer.options.holdData?.includes(r.address.toLowerCase()))) {
+          state.held++;
+          heldAnswers.push(() => answer(chunks, session, callback));
+          for (const w of heldWaiters.filter((h) => state.held >= h.count)) {
+            heldWaiters.splice(heldWaiters.indexOf(w), 1);
+            w.resolve();
+          }
+          return;
         }
-        const raw = Buffer.concat(chunks);
-        simpleParser(raw)
-          .then((parsed) => {
-            messages.push({
-              envelope: {
-                from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-                to: session.envelope.rcptTo.map((r) => r.address),
-              },
-              parsed,
-              raw,
-              connectionId: session.id,
-              ...(session.user ? { user: String(session.user) } : {}),
-            });
-            for (const w of [...waiters]) {
-              if (messages.length >= w.count) {
-                waiters.splice(waiters.indexOf(w), 1);
-                w.resolve(messages.slice());
-              }
-            }
-            callback(null, `2.0.0 Ok: queued as ${session.id}`);
-          })
-          .catch((err: Error) => callback(err));
+        answer(chunks, session, callback);
       });
     },
   });
+  /** The answer to DATA: the configured refusal, or the message parsed and recorded. */
+  function answer(chunks: Buffer[], session: SMTPServerSession, callback: (err?: Error | null, message?: string) => void): void {
+    const { rejectData, rejectDataTimes } = peer.options;
+    if (rejectData && (rejectDataTimes === undefined || state.dataRejected < rejectDataTimes)) {
+      state.dataRejected++;
+      return callback(smtpError(rejectData));
+    }
+    const raw = Buffer.concat(chunks);
+    simpleParser(raw)
+      .then((parsed) => {
+        messages.push({
+          envelope: {
+            from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+            to: session.envelope.rcptTo.map((r) => r.address),
+          },
+          parsed,
+          raw,
+          connectionId: session.id,
+          ...(session.user ? { user: String(session.user) } : {}),
+        });
+        for (const w of [...waiters]) {
+          if (messages.length >= w.count) {
+            waiters.splice(waiters.indexOf(w), 1);
+            w.resolve(messages.slice());
+          }
+        }
+        callback(null, `2.0.0 Ok: queued as ${session.id}`);
+      })
+      .catch((err: Error) => callback(err));
+  }
   server.server.on('connection', (socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
@@ -149,6 +172,16 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
     waitFor(count) {
       if (messages.length >= count) return Promise.resolve(messages.slice());
       return new Promise((resolve) => waiters.push({ count, resolve }));
+    },
+    get held() {
+      return state.held;
+    },
+    waitForHeld(count) {
+      if (state.held >= count) return Promise.resolve();
+      return new Promise((resolve) => heldWaiters.push({ count, resolve }));
+    },
+    release() {
+      for (const answerHeld of heldAnswers.splice(0)) answerHeld();
     },
     dropConnections() {
       for (const s of sockets) s.destroy();

@@ -44,7 +44,7 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
       const eventsBefore = await countEvents();
 
       const job = (id: string) => ({ id, name: DELIVER_JOB, attempt: 1, maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 });
-      const runs = new DeliveryRuns(t.deps, executors, t.services.users, 10);
+      const runs = new DeliveryRuns(t.deps, executors, t.services.users, { retryBaseMs: 10 });
       const results = await runs.run(ids.map((deliveryId) => ({ data: { deliveryId }, job: job(deliveryId) })));
 
       expect(results[0]).toBeUndefined();

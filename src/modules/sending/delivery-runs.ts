@@ -18,6 +18,26 @@ export const MAX_DELIVERY_ATTEMPTS = 6;
 export const DELIVER_JOB = 'delivery.run';
 /** Deliveries whose calls are recorded together (one ledger transaction), as a claimed batch of jobs is. */
 export const DELIVERY_BATCH = 16;
+/**
+ * How long a routing job waits for its first attempts before it hands the ones still under way
+ * to delivery.run jobs and completes. A provider that hangs (timeouts of 15 to 60 s) would
+ * otherwise hold one of the few routing slots, and every later send behind it, in-app included.
+ */
+export const FIRST_ATTEMPT_BUDGET_MS = 5_000;
+/**
+ * When a handed-over delivery's job runs if its attempt is never recorded (the process died while
+ * the call was under way): longer than any provider's own timeouts, so that another process does
+ * not make the attempt again while this one is still making it.
+ */
+export const HANDOVER_DELAY_MS = 5 * 60_000;
+
+/** Timing of a DeliveryRuns. */
+export interface DeliveryTiming {
+  /** Base of the exponential backoff between provider attempts (jittered, capped at an hour). */
+  retryBaseMs: number;
+  /** See FIRST_ATTEMPT_BUDGET_MS; 0 waits for every first attempt however long it takes. */
+  firstAttemptBudgetMs?: number;
+}
 
 /** One claimed `delivery.run` job. */
 export interface DeliveryJob {
@@ -55,7 +75,8 @@ interface Call {
  *
  * Crash safety: nothing is recorded until the calls are made, so a worker killed mid-batch leaves
  * its deliveries pending; a first attempt is redone by the re-run of the routing job (which
- * completes only once its first attempts are recorded), a retry by its job, after the lock
+ * completes only once its first attempts are recorded or handed over to stand-by jobs, which
+ * then redo it), a retry by its job, after the lock
  * expires, with the same Message-ID (the id is the delivery's). What may arrive twice is what was
  * in flight or not yet committed at the kill: at most the batches being run.
  */
@@ -64,11 +85,15 @@ export class DeliveryRuns {
     private readonly deps: Deps,
     private readonly executors: Executors,
     private readonly users: UsersService,
-    /** Base of the exponential backoff between provider attempts (jittered, capped at an hour). */
-    private readonly retryBaseMs: number,
-    /** Where a first attempt's retry is enqueued. */
-    private readonly queue: Pick<Queue, 'enqueueMany'> = deps.queue,
+    private readonly timing: DeliveryTiming,
+    /** Where a first attempt's retry (or its hand-over) is enqueued. */
+    private readonly queue: Pick<Queue, 'enqueueMany' | 'reschedule' | 'cancel'> = deps.queue,
   ) {}
+
+  /** How long a routing job waits for the first attempts it hands here (0: as long as they take). */
+  get firstAttemptBudgetMs(): number {
+    return this.timing.firstAttemptBudgetMs ?? 0;
+  }
 
   /** First attempts under way in this process, by delivery id: what each will answer (see runFirst). */
   private readonly firstAttempts = new Map<string, Promise<unknown>>();
@@ -76,6 +101,10 @@ export class DeliveryRuns {
   /** Handles a batch of jobs; returns, per job in order, undefined (done) or the error it ends with. */
   async run(items: DeliveryJob[]): Promise<unknown[]> {
     const results: unknown[] = items.map(() => undefined);
+    // A handed-over delivery whose first attempt this process is still making: its outcome first
+    // (recorded, or a retry this job then makes), never a second call alongside it.
+    const inFlight = items.map((i) => this.firstAttempts.get(i.data.deliveryId)).filter((p) => p !== undefined);
+    if (inFlight.length > 0) await Promise.all(inFlight);
     const calls = await this.callProviders(items);
     if (calls.length === 0) return results;
 
@@ -99,8 +128,12 @@ export class DeliveryRuns {
    * reads per batch, about a third of the email worker's SQL per mail. Returns, per delivery in
    * order, undefined or the error that left its attempt unrecorded or its follow-up undone: the
    * caller's job then runs again, and its re-run makes the attempts still missing (attempts 0).
+   *
+   * `deadline` (the routing job's time budget): calls still under way when it passes are handed
+   * over (handOver) and answer undefined at once; they go on in the background and are recorded
+   * when they end.
    */
-  async runFirst(handed: HandedDelivery[]): Promise<unknown[]> {
+  async runFirst(handed: HandedDelivery[], deadline?: Promise<void>): Promise<unknown[]> {
     const results: unknown[] = handed.map(() => undefined);
     // A delivery whose first attempt this process is making already (the routing job's lock
     // expired while its mails went out, and its re-run came here): that attempt's result, not a second call.
@@ -120,36 +153,106 @@ export class DeliveryRuns {
         ownIndex.push(index);
       }
     }
-    const made = this.attemptFirst(own);
-    // Settles with the attempt's result, or the error that ended the batch: a joiner's failure either way.
-    own.forEach((h, k) => this.firstAttempts.set(h.delivery.id, made.then((r) => r[k], (err: unknown) => err)));
-    try {
-      for (const [k, result] of (await made).entries()) results[ownIndex[k]] = result;
-    } finally {
+    const { answered, recorded } = this.attemptFirst(own, deadline);
+    // Settles once the attempt is recorded (or its recording failed): a joiner, or a delivery.run
+    // job of a handed-over delivery, waits for that, never for the hand-over alone.
+    const settled = recorded.then(
+      (r) => r,
+      (err: unknown) => own.map(() => err),
+    );
+    own.forEach((h, k) => this.firstAttempts.set(h.delivery.id, settled.then((r) => r[k])));
+    void settled.finally(() => {
       for (const h of own) this.firstAttempts.delete(h.delivery.id);
-    }
+    });
+    for (const [k, result] of (await answered).entries()) results[ownIndex[k]] = result;
     await Promise.all(joined);
     return results;
   }
 
-  /** runFirst for deliveries no other run of this process is attempting. */
-  private async attemptFirst(handed: HandedDelivery[]): Promise<unknown[]> {
-    const results: unknown[] = handed.map(() => undefined);
-    if (handed.length === 0) return results;
+  /**
+   * runFirst for deliveries no other run of this process is attempting. `recorded` settles once
+   * the calls are recorded; `answered` then too, or at the deadline once the calls still under
+   * way are handed over (undefined each, or the error of the hand-over).
+   */
+  private attemptFirst(handed: HandedDelivery[], deadline?: Promise<void>): { answered: Promise<unknown[]>; recorded: Promise<unknown[]> } {
     const scope = batchScope();
     const calls: Promise<Call>[] = [];
+    const called: DeliveryRow[] = [];
     for (const [index, { delivery, message }] of handed.entries()) {
       const channel = channelOf(delivery.channel);
       const executor = this.executors[channel];
-      if (delivery.status === 'pending' && executor) calls.push(this.call(index, delivery, message, channel, (input) => executor.deliver(input, scope)));
+      if (delivery.status === 'pending' && executor) {
+        calls.push(this.call(index, delivery, message, channel, (input) => executor.deliver(input, scope)));
+        called.push(delivery);
+      }
     }
-    const made = await Promise.all(calls);
+    const made = Promise.all(calls);
+    if (!deadline || calls.length === 0) {
+      const recorded = made.then((m) => this.recordFirst(handed.length, m));
+      return { answered: recorded, recorded };
+    }
+    // Decided once, on this event loop: either every call ended within the budget and the batch
+    // is recorded as usual, or the calls are handed over before anything of them is recorded.
+    let phase: 'calling' | 'recording' | 'handed over' = 'calling';
+    let handover: Promise<Map<string, string>> = Promise.resolve(new Map<string, string>());
+    const late = deadline.then(() => {
+      if (phase !== 'calling') return;
+      phase = 'handed over';
+      handover = this.handOver(called);
+    });
+    const recorded = made.then(async (m) => {
+      if (phase === 'calling') phase = 'recording';
+      // A hand-over that failed leaves the routing job to run again: recorded as if there had been none.
+      const jobs = await handover.catch(() => new Map<string, string>());
+      return this.recordFirst(handed.length, m, jobs);
+    });
+    const answered = Promise.race([recorded, late]).then(async () => {
+      if (phase !== 'handed over') return recorded;
+      // Nobody waits for these results any more: what went wrong is logged (the stand-by jobs redo it).
+      void recorded.then(
+        (results) => {
+          const left = results.filter((r) => r !== undefined);
+          if (left.length > 0) this.deps.logger.warn({ err: left[0], deliveries: left.length }, 'handed-over first attempts could not all be recorded; their delivery.run jobs make them again');
+        },
+        (err: unknown) => this.deps.logger.warn({ err }, 'handed-over first attempts could not be recorded; their delivery.run jobs make them again'),
+      );
+      const results: unknown[] = handed.map(() => undefined);
+      try {
+        await handover;
+      } catch (err) {
+        for (const c of called) results[handed.findIndex((h) => h.delivery === c)] = err;
+      }
+      return results;
+    });
+    return { answered, recorded };
+  }
+
+  /** Records a batch of first attempts and what follows them; per delivery undefined or the error left. */
+  private async recordFirst(count: number, made: Call[], handedOver = new Map<string, string>()): Promise<unknown[]> {
+    const results: unknown[] = Array.from({ length: count }, () => undefined);
     if (made.length === 0) return results;
-    const unrecorded = await this.record(made, true);
+    const unrecorded = await this.record(made, true, handedOver);
     for (const [index, err] of unrecorded) results[index] = err;
     const recorded = made.filter((c) => !unrecorded.has(c.index));
     for (const [index, err] of await this.afterRecorded(recorded)) results[index] ??= err;
     return results;
+  }
+
+  /**
+   * Gives first attempts still under way past the routing job's budget each a delivery.run job,
+   * due HANDOVER_DELAY_MS from now, so that the routing job can complete and nothing is lost if
+   * this process dies before they are recorded. The attempt's recording then moves that job to
+   * its retry time, or cancels it. Returns the jobs by delivery id.
+   */
+  private async handOver(deliveries: DeliveryRow[]): Promise<Map<string, string>> {
+    const runAt = new Date(this.deps.clock.now().getTime() + HANDOVER_DELAY_MS);
+    const jobs = deliveries.map((d) => ({ name: DELIVER_JOB, data: { deliveryId: d.id }, options: { runAt, maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 } }));
+    const ids = await this.deps.ledger.transaction((tx) => this.queue.enqueueMany(tx.db, jobs));
+    this.deps.logger.warn(
+      { deliveries: deliveries.length, channels: [...new Set(deliveries.map((d) => d.channel))], budgetMs: this.timing.firstAttemptBudgetMs },
+      'first attempts still under way after the routing budget; their routing job completes, delivery.run jobs stand by until they are recorded',
+    );
+    return new Map(deliveries.map((d, i) => [d.id, ids[i]]));
   }
 
   /** Reads the batch's pending deliveries and calls their providers, all at once. */
@@ -193,7 +296,7 @@ export class DeliveryRuns {
       const iso = at.toISOString();
       if (retry) {
         // Decided now, so that the ledger's warning line can say when the next attempt is due.
-        const retryDelayMs = failure.options.retryAfterMs ?? backoffDelay(attempt, { baseMs: this.retryBaseMs });
+        const retryDelayMs = failure.options.retryAfterMs ?? backoffDelay(attempt, { baseMs: this.timing.retryBaseMs });
         const retryAt = new Date(at.getTime() + retryDelayMs).toISOString();
         return { index, delivery, message, channel, failure, retryDelayMs, record: { kind: 'retry', deliveryId: delivery.id, attempt: row, at: iso, retryAt } };
       }
@@ -208,12 +311,21 @@ export class DeliveryRuns {
    * its own, so one row that cannot be written does not send the others again; returns the
    * calls that could not be recorded (their jobs run again).
    */
-  private async record(calls: Call[], retryJobs: boolean): Promise<Map<number, unknown>> {
+  private async record(calls: Call[], retryJobs: boolean, handedOver = new Map<string, string>()): Promise<Map<number, unknown>> {
     const write = (batch: Call[]) =>
       this.deps.ledger.transaction(async (tx) => {
         const changed = await tx.recordAttempts(batch.map((c) => c.record));
-        const jobs = retryJobs ? batch.filter((c, i) => changed[i] && c.record.kind === 'retry').map((c) => this.retryJob(c)) : [];
+        const retries = retryJobs ? batch.filter((c, i) => changed[i] && c.record.kind === 'retry') : [];
+        const jobs = retries.filter((c) => !handedOver.has(c.delivery.id)).map((c) => this.retryJob(c));
         if (jobs.length > 0) await this.queue.enqueueMany(tx.db, jobs);
+        // A handed-over delivery has its job: moved to the retry's time, or cancelled once settled.
+        // Either finds the job started already only when it outran HANDOVER_DELAY_MS; it then reads the delivery as recorded here.
+        for (const c of batch) {
+          const jobId = handedOver.get(c.delivery.id);
+          if (jobId === undefined) continue;
+          if (retries.includes(c)) await this.queue.reschedule(tx.db, jobId, this.retryAt(c));
+          else await this.queue.cancel(tx.db, jobId);
+        }
       });
     const unrecorded = new Map<number, unknown>();
     try {
@@ -234,8 +346,11 @@ export class DeliveryRuns {
 
   /** The job of a first attempt's retry, due when the backoff (or the provider's Retry-After) says. */
   private retryJob(call: Call): JobToEnqueue {
-    const runAt = new Date(this.deps.clock.now().getTime() + (call.retryDelayMs ?? 0));
-    return { name: DELIVER_JOB, data: { deliveryId: call.delivery.id }, options: { runAt, maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 } };
+    return { name: DELIVER_JOB, data: { deliveryId: call.delivery.id }, options: { runAt: this.retryAt(call), maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 } };
+  }
+
+  private retryAt(call: Call): Date {
+    return new Date(this.deps.clock.now().getTime() + (call.retryDelayMs ?? 0));
   }
 
   /**

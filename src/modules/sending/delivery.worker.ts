@@ -11,7 +11,7 @@ import type { CollectedDelivery, DigestsService } from '../digests/digests.servi
 import type { TemplatesService } from '../templates/templates.service.js';
 import type { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
-import { DELIVERY_BATCH, DELIVER_JOB, DeliveryRuns, type HandedDelivery, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
+import { DELIVERY_BATCH, DELIVER_JOB, type DeliveryTiming, DeliveryRuns, FIRST_ATTEMPT_BUDGET_MS, type HandedDelivery, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
 import { carriedDigest, digestContent, digestScheduleOf } from './digest-routing.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
 import { INGEST_SENDS_JOB } from './messages.journal.js';
@@ -53,15 +53,15 @@ export class DeliveryWorker {
     private readonly queue: Queue,
     private readonly executors: Executors,
     services: DeliveryWorkerServices,
-    /** Base of the exponential backoff between provider attempts (jittered, capped at an hour). */
-    private readonly retryBaseMs = 2000,
+    /** The retries' backoff base (2 s by default) and the routing job's budget for first attempts. */
+    timing: Partial<DeliveryTiming> = {},
     /** Where content is rendered: worker threads, off the event loop that serves the API. */
     private readonly renders: RenderPool = new RenderPool(),
   ) {
     this.users = services.users;
     this.templates = services.templates;
     this.digests = services.digests;
-    this.deliveries = new DeliveryRuns(deps, executors, this.users, retryBaseMs, queue);
+    this.deliveries = new DeliveryRuns(deps, executors, this.users, { retryBaseMs: timing.retryBaseMs ?? 2000, firstAttemptBudgetMs: timing.firstAttemptBudgetMs ?? FIRST_ATTEMPT_BUDGET_MS }, queue);
   }
 
   /** Stops the render threads (after the queue stopped). */
@@ -164,7 +164,13 @@ export class DeliveryWorker {
     if (handed.length === 0) return failures;
     const batches: HandedDelivery[][] = [];
     for (let i = 0; i < handed.length; i += DELIVERY_BATCH) batches.push(handed.slice(i, i + DELIVERY_BATCH));
-    const results = (await Promise.all(batches.map((batch) => this.deliveries.runFirst(batch)))).flat();
+    const budget = firstAttemptDeadline(this.deliveries.firstAttemptBudgetMs);
+    let results: unknown[];
+    try {
+      results = (await Promise.all(batches.map((batch) => this.deliveries.runFirst(batch, budget.deadline)))).flat();
+    } finally {
+      budget.clear();
+    }
     const unmade = new Map<string, unknown>();
     for (const [i, result] of results.entries()) if (result !== undefined) unmade.set(handed[i].delivery.tracking_id, result);
     for (const [index, trackingId] of trackingIds.entries()) if (unmade.has(trackingId)) failures[index] ??= unmade.get(trackingId);
@@ -616,3 +622,17 @@ function errorText(err: unknown): string {
 }
 
 export type { MessageRow };
+
+/**
+ * The routing job's budget for first attempts, as a promise that resolves when it is spent (none
+ * with 0). Real time: it bounds how long a job's slot waits on providers, whatever the clock says.
+ */
+function firstAttemptDeadline(budgetMs: number): { deadline?: Promise<void>; clear(): void } {
+  if (budgetMs <= 0) return { clear() {} };
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, budgetMs);
+    timer.unref();
+  });
+  return { deadline, clear: () => clearTimeout(timer) };
+}

@@ -1,5 +1,6 @@
 import type { Deps } from '../../deps.js';
 import { DeliveryWorker, type DeliveryWorkerServices } from './delivery.worker.js';
+import type { DeliveryTiming } from './delivery-runs.js';
 import type { Executors } from './executors/index.js';
 
 /** The sending module's jobs: message processing, journal ingestion and deliveries (DeliveryWorker). */
@@ -7,9 +8,9 @@ export function registerSendingJobs(
   deps: Deps,
   services: DeliveryWorkerServices,
   executors: Executors,
-  options: { concurrency?: number; retryBaseMs?: number } = {},
+  options: { concurrency?: number } & Partial<DeliveryTiming> = {},
 ): DeliveryWorker {
-  const worker = new DeliveryWorker(deps, deps.queue, executors, services, options.retryBaseMs);
+  const worker = new DeliveryWorker(deps, deps.queue, executors, services, { retryBaseMs: options.retryBaseMs, firstAttemptBudgetMs: options.firstAttemptBudgetMs });
   worker.register(options);
   return worker;
 }
