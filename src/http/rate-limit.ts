@@ -120,9 +120,9 @@ function limitHeaders(reply: FastifyReply, max: number, remaining: number, reset
 /** The plugin's store interface over a HitCounter; every limit shares it (buckets carry their kind). */
 function counterStore(counter: HitCounter): FastifyRateLimitStoreCtor {
   return class CounterStore implements FastifyRateLimitStore {
-    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number): void {
+    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number, max: number): void {
       try {
-        const window = counter.hit(key, timeWindow);
+        const window = counter.hit(key, timeWindow, max);
         if (window instanceof Promise) window.then((w) => callback(null, { current: w.count, ttl: w.ttlMs }), (err: Error) => callback(err));
         else callback(null, { current: window.count, ttl: window.ttlMs });
       } catch (err) {

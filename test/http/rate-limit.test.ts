@@ -17,6 +17,8 @@ import { STORAGE_KINDS } from '../helpers/storage.js';
 const PER_KEY = 4;
 const PER_IP = 6;
 const WINDOW_MS = 60_000;
+/** Leases are at most 1/16 of what remains under a limit (src/modules/rate-limits/hit-counters.ts). */
+const LEASE_SHARE = 16;
 const limits = { rateLimitPerKey: PER_KEY, rateLimitPerIp: PER_IP, rateLimitWindowMs: WINDOW_MS };
 
 type Inject = { app: App; method?: 'GET' | 'POST'; url?: string; from: string; headers?: Record<string, string>; payload?: object };
@@ -181,6 +183,76 @@ describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('rate limits shared
     clock.advance(WINDOW_MS / 2 + 1);
     await registerMaintenanceJobs(t.deps).purge();
     expect((await buckets()).map((r) => r.bucket)).toEqual(['ip:192.0.2.61']);
+  });
+});
+
+describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('rate-limit leases on a shared database (%s)', (kind) => {
+  // A limit high enough for leases: a statement takes the waiting request's position plus
+  // floor((320 - counted - 1) / 16) spare ones (README: Rate limits).
+  const MAX = 320;
+  let t: TestContext;
+  let otherApp: App;
+  let other: ReturnType<typeof buildDeps>;
+  const clock = new ManualClock();
+  const counted = async (bucket: string) =>
+    ((await t.deps.db.selectFrom('rate_limit_counters' as never).select('count' as never).where('bucket' as never, '=', bucket as never).executeTakeFirst()) as { count: number | string } | undefined)?.count;
+
+  beforeAll(async () => {
+    const config = { rateLimitPerKey: null, rateLimitPerIp: MAX, rateLimitWindowMs: WINDOW_MS };
+    t = await createTestContext(kind, { clock, config });
+    other = buildDeps({ ...t.deps.config, ...config }, { storage: t.storage.reopen(), logger: pino({ level: 'silent' }), secrets: new Secrets(randomBytes(32)), clock });
+    otherApp = await buildApp(other, buildServices(other));
+    await otherApp.ready();
+  });
+  afterAll(async () => {
+    await otherApp?.close();
+    await other?.storage.close();
+    await t?.close();
+  });
+
+  it('writes a busy bucket once per lease, not once per request, and leases less as the count nears the limit', async () => {
+    clock.advance(WINDOW_MS);
+    const from = '192.0.2.70';
+    expect((await call({ app: t.app, from, headers: t.auth })).statusCode).toBe(200);
+    // One statement: position 1, and 19 leased (floor(319 / 16))...
+    expect(Number(await counted(`ip:${from}`))).toBe(20);
+    for (let i = 0; i < 19; i++) expect((await call({ app: t.app, from, headers: t.auth })).statusCode).toBe(200);
+    // ...given to the next 19 requests without a statement.
+    expect(Number(await counted(`ip:${from}`))).toBe(20);
+    expect((await call({ app: t.app, from, headers: t.auth })).statusCode).toBe(200);
+    // The 21st took 1 + floor((320 - 20 - 1) / 16) = 19 more.
+    expect(Number(await counted(`ip:${from}`))).toBe(39);
+    // The other instance takes its positions after this one's lease; knowing no count of this
+    // window yet, it leases as at a window's start: 1 + 19.
+    expect((await call({ app: otherApp, from, headers: t.auth })).statusCode).toBe(200);
+    expect(Number(await counted(`ip:${from}`))).toBe(39 + 20);
+  });
+
+  it('lets at most the limit through two instances, loses at most their leases, and refuses past it without writing', async () => {
+    clock.advance(WINDOW_MS);
+    const from = '192.0.2.71';
+    let accepted = 0;
+    let refused = 0;
+    for (let i = 0; refused < 4; i++) {
+      const res = await call({ app: i % 2 === 0 ? t.app : otherApp, from, headers: t.auth });
+      if (res.statusCode === 200) accepted++;
+      else {
+        expectRateLimited(res, MAX, 60, /this address/);
+        refused++;
+      }
+    }
+    expect(accepted).toBeLessThanOrEqual(MAX);
+    // Each instance holds at most 1/16 of what remained when it leased: near the limit, little.
+    expect(accepted).toBeGreaterThanOrEqual(MAX - 2 * Math.ceil(MAX / LEASE_SHARE));
+    // Both instances have seen the count past the limit: the rest of the window is refused in memory.
+    const after = await counted(`ip:${from}`);
+    for (let i = 0; i < 10; i++) expectRateLimited(await call({ app: i % 2 === 0 ? t.app : otherApp, from, headers: t.auth }), MAX, 60, /this address/);
+    expect(await counted(`ip:${from}`)).toBe(after);
+
+    // A lease ends with its window: the next request opens a new one in the database.
+    clock.advance(WINDOW_MS);
+    expect((await call({ app: t.app, from, headers: t.auth })).statusCode).toBe(200);
+    expect(Number(await counted(`ip:${from}`))).toBe(20);
   });
 });
 
