@@ -49,6 +49,22 @@ const MESSAGE_COLUMNS = Object.keys({
  */
 const INSERT_MESSAGE_COLUMNS = prepared('intake_messages', `INSERT INTO messages (${MESSAGE_COLUMNS.join(', ')}) SELECT * FROM unnest(${MESSAGE_COLUMNS.map((_, i) => `$${i + 1}::text[]`).join(', ')})`);
 
+/**
+ * The job that routes messages: `{ trackingId }` for one (a scheduled send, or one enqueued
+ * before chunks), `{ trackingIds }` for a chunk of immediate sends of one group commit on
+ * PostgreSQL (see insertAccepted). DeliveryWorker.processMessageJobs handles both.
+ */
+export const PROCESS_MESSAGE_JOB = 'message.process';
+/** The data of a PROCESS_MESSAGE_JOB job. */
+export type ProcessMessageJobData = { trackingId: string; trackingIds?: undefined } | { trackingIds: string[]; trackingId?: undefined };
+/**
+ * Immediate sends per PROCESS_MESSAGE_JOB on PostgreSQL (as SQLite's ingest chunks). The worker
+ * claims 4 of these jobs a run there (DeliveryWorker.register).
+ */
+export const MESSAGES_PER_PROCESS_JOB = 16;
+/** The messages of a PROCESS_MESSAGE_JOB job. */
+export const messagesOfJob = (data: ProcessMessageJobData): string[] => data.trackingIds ?? [data.trackingId];
+
 /** An accepted send: its message row (job_id null) and the job that will process it. */
 export interface AcceptedSend {
   message: MessageRow;
@@ -88,11 +104,7 @@ export class MessagesRepository {
       else direct.push(send);
     }
     if (direct.length > 0) {
-      const ids = await jobs.enqueueMany(
-        this.db,
-        direct.map(({ job }) => ({ name: job.name, data: job.data, options: job.runAt ? { runAt: job.runAt } : {} })),
-      );
-      const rows = direct.map(({ message }, i) => ({ ...message, job_id: ids[i] }));
+      const rows = await this.withJobs(direct, jobs);
       if (this.postgres) {
         const columns = MESSAGE_COLUMNS.map((column) => rows.map((row) => row[column]));
         await this.db.executeQuery(CompiledQuery.raw(INSERT_MESSAGE_COLUMNS, columns));
@@ -102,6 +114,29 @@ export class MessagesRepository {
       }
     }
     await this.journal?.append(journaled, jobs);
+  }
+
+  /**
+   * Enqueues the jobs of sends written as rows, and answers the rows with their job ids. A
+   * scheduled send gets its own job (its schedule can move or be canceled alone). On PostgreSQL
+   * immediate sends share one PROCESS_MESSAGE_JOB per MESSAGES_PER_PROCESS_JOB of them (as
+   * SQLite's journal chunks do): a job row and its index entries per send were about a third of
+   * PostgreSQL's CPU per accepted send (measured, bench postgres: 53 µs per send with them, 35
+   * without).
+   */
+  private async withJobs(sends: AcceptedSend[], jobs: Pick<Queue, 'enqueueMany'>): Promise<MessageRow[]> {
+    const own = sends.filter((send) => !this.postgres || send.job.runAt !== null);
+    const immediate = this.postgres ? sends.filter((send) => send.job.runAt === null) : [];
+    const chunks: AcceptedSend[][] = [];
+    for (let i = 0; i < immediate.length; i += MESSAGES_PER_PROCESS_JOB) chunks.push(immediate.slice(i, i + MESSAGES_PER_PROCESS_JOB));
+    const ids = await jobs.enqueueMany(this.db, [
+      ...own.map(({ job }) => ({ name: job.name, data: job.data, options: job.runAt ? { runAt: job.runAt } : {} })),
+      ...chunks.map((chunk) => ({ name: PROCESS_MESSAGE_JOB, data: { trackingIds: chunk.map((send) => send.message.tracking_id) } satisfies ProcessMessageJobData })),
+    ]);
+    const jobOf = new Map<AcceptedSend, string>();
+    own.forEach((send, i) => jobOf.set(send, ids[i]));
+    chunks.forEach((chunk, k) => chunk.forEach((send) => jobOf.set(send, ids[own.length + k])));
+    return sends.map((send) => ({ ...send.message, job_id: jobOf.get(send)! }));
   }
 
   /**

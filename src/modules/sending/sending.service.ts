@@ -10,7 +10,7 @@ import type { DomainsService } from '../domains/domains.service.js';
 import { parseRecipient } from '../users/users.service.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
-import { MessagesRepository } from './messages.repository.js';
+import { MessagesRepository, PROCESS_MESSAGE_JOB } from './messages.repository.js';
 import { Batcher } from '../../storage/batcher.js';
 import { WorkTime } from '../../load.js';
 import { acceptedMessageRow } from './message-rows.js';
@@ -19,7 +19,7 @@ import { checkContent, noChannelMessage } from './send-warnings.js';
 import { type IntakeResult, type IntakeUnit, SendIntake } from './intake.js';
 import type { MessageRow } from './sending.tables.js';
 
-export const PROCESS_MESSAGE_JOB = 'message.process';
+export { PROCESS_MESSAGE_JOB } from './messages.repository.js';
 const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
 const CACHE_MS = 5000;
 const MAX_SCHEDULE_AHEAD_MS = 366 * 24 * 3600 * 1000;
