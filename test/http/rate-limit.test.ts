@@ -138,25 +138,29 @@ describe.each(STORAGE_KINDS)('rate limits (%s)', (kind) => {
   });
 });
 
-describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('rate limits shared by two instances on one database (%s)', (kind) => {
-  let t: TestContext;
-  let otherApp: App;
-  let other: ReturnType<typeof buildDeps>;
-  const clock = new ManualClock();
-
+/** Two instances on one database with these limits (the test context's, and another app on it), for the suite. */
+function twoInstances(kind: (typeof STORAGE_KINDS)[number], clock: ManualClock, config: { rateLimitPerKey: number | null; rateLimitPerIp: number | null; rateLimitWindowMs: number }) {
+  const pair = {} as { t: TestContext; otherApp: App; other: ReturnType<typeof buildDeps> };
   beforeAll(async () => {
-    t = await createTestContext(kind, { clock, config: limits });
-    other = buildDeps(t.deps.config, { storage: t.storage.reopen(), logger: pino({ level: 'silent' }), secrets: new Secrets(randomBytes(32)), clock });
-    otherApp = await buildApp(other, buildServices(other));
-    await otherApp.ready();
+    pair.t = await createTestContext(kind, { clock, config });
+    pair.other = buildDeps(pair.t.deps.config, { storage: pair.t.storage.reopen(), logger: pino({ level: 'silent' }), secrets: new Secrets(randomBytes(32)), clock });
+    pair.otherApp = await buildApp(pair.other, buildServices(pair.other));
+    await pair.otherApp.ready();
   });
   afterAll(async () => {
-    await otherApp?.close();
-    await other?.storage.close();
-    await t?.close();
+    await pair.otherApp?.close();
+    await pair.other?.storage.close();
+    await pair.t?.close();
   });
+  return pair;
+}
+
+describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('rate limits shared by two instances on one database (%s)', (kind) => {
+  const clock = new ManualClock();
+  const two = twoInstances(kind, clock, limits);
 
   it('counts one key and one address once, whichever instance answers', async () => {
+    const { t, otherApp } = two;
     const from = '192.0.2.50';
     expect((await call({ app: t.app, from, headers: t.auth })).statusCode).toBe(200);
     expect(limitHeaders(await call({ app: otherApp, from, headers: t.auth }))).toEqual(['4', '2', '60']);
@@ -172,6 +176,7 @@ describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('rate limits shared
   });
 
   it('keeps one row per bucket, and the hourly purge deletes those whose window ended', async () => {
+    const { t } = two;
     const buckets = () => t.deps.db.selectFrom('rate_limit_counters' as never).select('bucket' as never).execute() as Promise<{ bucket: string }[]>;
     clock.advance(WINDOW_MS);
     await call({ app: t.app, url: '/openapi.json', from: '192.0.2.60' });
@@ -190,27 +195,14 @@ describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('rate-limit leases 
   // A limit high enough for leases: a statement takes the waiting request's position plus
   // floor((320 - counted - 1) / 16) spare ones (README: Rate limits).
   const MAX = 320;
-  let t: TestContext;
-  let otherApp: App;
-  let other: ReturnType<typeof buildDeps>;
   const clock = new ManualClock();
+  const two = twoInstances(kind, clock, { rateLimitPerKey: null, rateLimitPerIp: MAX, rateLimitWindowMs: WINDOW_MS });
   const counted = async (bucket: string) =>
-    ((await t.deps.db.selectFrom('rate_limit_counters' as never).select('count' as never).where('bucket' as never, '=', bucket as never).executeTakeFirst()) as { count: number | string } | undefined)?.count;
-
-  beforeAll(async () => {
-    const config = { rateLimitPerKey: null, rateLimitPerIp: MAX, rateLimitWindowMs: WINDOW_MS };
-    t = await createTestContext(kind, { clock, config });
-    other = buildDeps({ ...t.deps.config, ...config }, { storage: t.storage.reopen(), logger: pino({ level: 'silent' }), secrets: new Secrets(randomBytes(32)), clock });
-    otherApp = await buildApp(other, buildServices(other));
-    await otherApp.ready();
-  });
-  afterAll(async () => {
-    await otherApp?.close();
-    await other?.storage.close();
-    await t?.close();
-  });
+    ((await two.t.deps.db.selectFrom('rate_limit_counters' as never).select('count' as never).where('bucket' as never, '=', bucket as never).executeTakeFirst()) as { count: number | string } | undefined)
+      ?.count;
 
   it('writes a busy bucket once per lease, not once per request, and leases less as the count nears the limit', async () => {
+    const { t, otherApp } = two;
     clock.advance(WINDOW_MS);
     const from = '192.0.2.70';
     expect((await call({ app: t.app, from, headers: t.auth })).statusCode).toBe(200);
@@ -229,6 +221,7 @@ describe.each(STORAGE_KINDS.filter((k) => k === 'postgres'))('rate-limit leases 
   });
 
   it('lets at most the limit through two instances, loses at most their leases, and refuses past it without writing', async () => {
+    const { t, otherApp } = two;
     clock.advance(WINDOW_MS);
     const from = '192.0.2.71';
     let accepted = 0;
