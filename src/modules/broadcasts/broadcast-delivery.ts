@@ -6,7 +6,7 @@ import { currentCycleStart } from '../accounts/billing-cycle.js';
 import type { IntakeUnit, SendIntake } from '../sending/intake.js';
 import { internalMessageRow } from '../sending/message-rows.js';
 import type { SendBody } from '../sending/sending.schemas.js';
-import { PROCESS_MESSAGE_JOB } from '../sending/sending.service.js';
+import { PROCESS_MESSAGE_JOB } from '../sending/messages.repository.js';
 import { parseRecipient } from '../users/users.service.js';
 import { SYSTEM } from './broadcast-transitions.js';
 import type { BroadcastsService } from './broadcasts.service.js';

@@ -6,7 +6,7 @@ import { SEND_CHANNELS } from '../sending/channels.js';
 import { internalMessageRow } from '../sending/message-rows.js';
 import type { SendIntake } from '../sending/intake.js';
 import type { SendBody } from '../sending/sending.schemas.js';
-import { PROCESS_MESSAGE_JOB } from '../sending/sending.service.js';
+import { PROCESS_MESSAGE_JOB } from '../sending/messages.repository.js';
 import type { DeliveryRow } from '../sending/sending.tables.js';
 import { UsersRepository } from '../users/users.repository.js';
 import { parseRecipient } from '../users/users.service.js';

@@ -117,7 +117,8 @@ export class MessagesRepository {
   }
 
   /**
-   * Enqueues the jobs of sends written as rows, and answers the rows with their job ids. A
+   * Enqueues the jobs of sends written as rows, and answers the rows with their job ids (those
+   * with a job of their own first, then the chunks'). A
    * scheduled send gets its own job (its schedule can move or be canceled alone). On PostgreSQL
    * immediate sends share one PROCESS_MESSAGE_JOB per MESSAGES_PER_PROCESS_JOB of them (as
    * SQLite's journal chunks do): a job row and its index entries per send were about a third of
@@ -133,10 +134,10 @@ export class MessagesRepository {
       ...own.map(({ job }) => ({ name: job.name, data: job.data, options: job.runAt ? { runAt: job.runAt } : {} })),
       ...chunks.map((chunk) => ({ name: PROCESS_MESSAGE_JOB, data: { trackingIds: chunk.map((send) => send.message.tracking_id) } satisfies ProcessMessageJobData })),
     ]);
-    const jobOf = new Map<AcceptedSend, string>();
-    own.forEach((send, i) => jobOf.set(send, ids[i]));
-    chunks.forEach((chunk, k) => chunk.forEach((send) => jobOf.set(send, ids[own.length + k])));
-    return sends.map((send) => ({ ...send.message, job_id: jobOf.get(send)! }));
+    return [
+      ...own.map((send, i) => ({ ...send.message, job_id: ids[i] })),
+      ...chunks.flatMap((chunk, k) => chunk.map((send) => ({ ...send.message, job_id: ids[own.length + k] }))),
+    ];
   }
 
   /**

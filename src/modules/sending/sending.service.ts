@@ -19,7 +19,6 @@ import { checkContent, noChannelMessage } from './send-warnings.js';
 import { type IntakeResult, type IntakeUnit, SendIntake } from './intake.js';
 import type { MessageRow } from './sending.tables.js';
 
-export { PROCESS_MESSAGE_JOB } from './messages.repository.js';
 const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
 const CACHE_MS = 5000;
 const MAX_SCHEDULE_AHEAD_MS = 366 * 24 * 3600 * 1000;
