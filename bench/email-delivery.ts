@@ -62,12 +62,12 @@ export interface EmailRun {
  * every mail before sending the first (the prebuilt one) would otherwise leave the building,
  * which Clarion's worker does inside its window, out of its own.
  */
-export async function rawSmtp(sender: RawSender, n: number, extraEnv: NodeJS.ProcessEnv = {}): Promise<EmailRun> {
+export async function rawSmtp(sender: RawSender, n: number, extraEnv: NodeJS.ProcessEnv = {}, warm = 0): Promise<EmailRun> {
   const s = await sink();
   try {
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/email-raw-sender.ts')], {
       cwd: ROOT,
-      env: { ...process.env, ...extraEnv, SINK_PORT: String(s.port), EMAILS: String(n), SENDER: sender },
+      env: { ...process.env, ...extraEnv, SINK_PORT: String(s.port), EMAILS: String(n), WARM_EMAILS: String(warm), SENDER: sender },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let started = Number.NaN;
@@ -77,12 +77,13 @@ export async function rawSmtp(sender: RawSender, n: number, extraEnv: NodeJS.Pro
       if (Number.isNaN(started) && out.includes('START')) started = performance.now();
     });
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    await Promise.race([s.waitFor(n), exited.then((code) => s.arrivals.length < n && Promise.reject(new Error(`${sender} exited ${code} after ${s.arrivals.length}/${n} mails`)))]);
+    const total = warm + n;
+    await Promise.race([s.waitFor(total), exited.then((code) => s.arrivals.length < total && Promise.reject(new Error(`${sender} exited ${code} after ${s.arrivals.length}/${total} mails`)))]);
     await exited;
     if (Number.isNaN(started)) throw new Error(`${sender} never said START`);
     const cpu0 = /START (\d+)/.exec(out);
     const cpu1 = /DONE (\d+)/.exec(out);
-    return { rate: (n / (s.arrivals[n - 1] - started)) * 1000, ...(cpu0 && cpu1 ? { cpuUsPerMail: (Number(cpu1[1]) - Number(cpu0[1])) / n } : {}) };
+    return { rate: (n / (s.arrivals[total - 1] - started)) * 1000, ...(cpu0 && cpu1 ? { cpuUsPerMail: (Number(cpu1[1]) - Number(cpu0[1])) / n } : {}) };
   } finally {
     await s.close();
   }
@@ -111,7 +112,7 @@ export async function acceptShippedMails(port: number, key: string, from: number
  * worker process delivers them. The rate counts from the first mail to the last at the sink,
  * the worker's CPU time over the same window.
  */
-export async function clarionDelivery(n: number, root = ROOT): Promise<EmailRun> {
+export async function clarionDelivery(n: number, root = ROOT, warm = 0): Promise<EmailRun> {
   const s = await sink();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-bench-mail-'));
   const env = { CLARION_DATA_DIR: dataDir, SMTP_URL: s.url, DATABASE_URL: '' };
@@ -119,22 +120,22 @@ export async function clarionDelivery(n: number, root = ROOT): Promise<EmailRun>
     const port = await freePort();
     const api = await start('src/main.ts', ['serve'], { ...env, PORT: String(port), CLARION_ROLE: 'api' }, /API key\s+clarion_sk_\S+/, root);
     const key = /API key\s+(clarion_sk_\S+)/.exec(api.out)![1];
-    await acceptShippedMails(port, key, 0, n);
+    await acceptShippedMails(port, key, 0, warm + n);
     await stop(api.child);
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts'), 'worker'], {
       cwd: root,
       env: { ...process.env, CLARION_INBOUND_SMTP_PORT: 'off', ...env, LOG_LEVEL: CLARION_LOG_LEVEL },
       stdio: 'ignore',
     });
-    await s.waitFor(1);
+    await s.waitFor(warm + 1);
     const cpu0 = cpuMicros(child.pid);
     const main0 = cpuMicros(child.pid, 'main');
-    await s.waitFor(n);
+    await s.waitFor(warm + n);
     const cpu1 = cpuMicros(child.pid);
     const main1 = cpuMicros(child.pid, 'main');
     await stop(child);
     return {
-      rate: rate(s.arrivals, n),
+      rate: rate(s.arrivals.slice(warm), n),
       ...(cpu0 !== undefined && cpu1 !== undefined ? { cpuUsPerMail: (cpu1 - cpu0) / (n - 1) } : {}),
       ...(main0 !== undefined && main1 !== undefined ? { mainCpuUsPerMail: (main1 - main0) / (n - 1) } : {}),
     };
@@ -159,13 +160,13 @@ export interface EmailRounds {
  * tens of percent from one minute to the next; a ratio of two runs taken in the same round is
  * steadier than one of runs minutes apart, and the median of the rounds' ratios steadier still.
  */
-export async function emailRounds(n: number, rounds: number): Promise<EmailRounds> {
+export async function emailRounds(n: number, rounds: number, warm = 0): Promise<EmailRounds> {
   const senders = Object.keys(RAW_SENDERS) as RawSender[];
   const raw = Object.fromEntries(senders.map((s) => [s, [] as EmailRun[]])) as Record<RawSender, EmailRun[]>;
   const clarion: EmailRun[] = [];
   for (let round = 0; round < rounds; round++) {
-    for (const sender of senders) raw[sender].push(await rawSmtp(sender, n));
-    clarion.push(await clarionDelivery(n));
+    for (const sender of senders) raw[sender].push(await rawSmtp(sender, n, {}, warm));
+    clarion.push(await clarionDelivery(n, ROOT, warm));
   }
   const medianRate = (runs: EmailRun[]) => median(runs.map((r) => r.rate));
   const fastest = senders.reduce((a, b) => (medianRate(raw[b]) > medianRate(raw[a]) ? b : a));

@@ -133,13 +133,13 @@ async function main() {
   if (wants('email')) {
     const EMAILS = BENCH.emails;
     const rounds = BENCH.emailRounds;
-    const r = await emailRounds(EMAILS, rounds);
+    const r = await emailRounds(EMAILS, rounds, BENCH.emailWarm);
     const show = (runs: EmailRun[]) => {
       const cpus = runs.flatMap((x) => (x.cpuUsPerMail === undefined ? [] : [x.cpuUsPerMail]));
       const mains = runs.flatMap((x) => (x.mainCpuUsPerMail === undefined ? [] : [x.mainCpuUsPerMail]));
       return `${fmt(median(runs.map((x) => x.rate)), 0)} msg/s${cpus.length ? `, ${fmt(median(cpus), 0)} µs CPU/mail` : ''}${mains.length ? ` (main thread ${fmt(median(mains), 0)} µs)` : ''} (rounds: ${runs.map((x) => fmt(x.rate, 0)).join(' ')})`;
     };
-    console.log(`\nEmail delivery into a local SMTP sink (TCP_NODELAY), ${EMAILS} messages, pool of 5 connections x 100 messages, sender in its own process, ${rounds} rounds (medians):`);
+    console.log(`\nEmail delivery into a local SMTP sink (TCP_NODELAY), ${EMAILS} messages after ${BENCH.emailWarm} unmeasured ones (JIT warm-up), pool of 5 connections x 100 messages, sender in its own process, ${rounds} rounds (medians):`);
     for (const [sender, runs] of Object.entries(r.raw)) console.log(`  raw ${sender.padEnd(29)}: ${show(runs)}${sender === r.fastest ? ' (fastest: the baseline)' : ''}`);
     console.log(`  Clarion (API -> queue -> worker) : ${show(r.clarion)}`);
     console.log(`  ratio ${fmt(median(r.ratios) * 100)}% of the fastest raw sender, ${r.fastest}, median of the rounds' ratios (target >= 80%); rounds (%): ${percents(r.ratios)}`);

@@ -58,6 +58,12 @@ export interface WorkOptions {
 export interface BatchWorkOptions extends WorkOptions {
   /** Most jobs per batch; fewer when fewer are due. */
   batchSize: number;
+  /**
+   * Most jobs per batch while no API request in this process waits for the event loop (a worker
+   * process, or the embedded default between bursts): bigger runs mean fewer claims and commits
+   * per job, and nothing waits behind them. batchSize when absent.
+   */
+  idleBatchSize?: number;
 }
 
 /** One job of enqueueMany. */

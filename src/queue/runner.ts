@@ -93,8 +93,8 @@ export function errorMessage(err: unknown): string {
 interface Registration {
   handler: JobHandler<unknown>;
   onFailed?: WorkOptions['onFailed'];
-  /** Set for workBatch(): jobs are claimed and handled up to batchSize at a time. */
-  batch?: { handler: BatchJobHandler<unknown>; size: number };
+  /** Set for workBatch(): jobs are claimed and handled up to `size` at a time (`idleSize` while the API is not busy). */
+  batch?: { handler: BatchJobHandler<unknown>; size: number; idleSize: number };
   concurrency: number;
   /** Runs (jobs, or batches) in progress. */
   running: number;
@@ -158,7 +158,8 @@ export class JobRunner {
       },
       options,
     );
-    this.handlers.get(name)!.batch = { handler: handler as BatchJobHandler<unknown>, size };
+    const idleSize = Math.max(size, Math.floor(options.idleBatchSize ?? size));
+    this.handlers.get(name)!.batch = { handler: handler as BatchJobHandler<unknown>, size, idleSize };
   }
 
   get names(): string[] {
@@ -212,7 +213,8 @@ export class JobRunner {
           const room = this.gate ? this.gate.room(name) : Number.POSITIVE_INFINITY;
           const free = Math.min(reg.concurrency - reg.running, room);
           if (free <= 0) continue;
-          const size = reg.batch?.size ?? 1;
+          // Room is unbounded when the API is not busy (or this process serves none).
+          const size = reg.batch ? (room === Number.POSITIVE_INFINITY ? reg.batch.idleSize : reg.batch.size) : 1;
           let jobs: ClaimedJob[] = [];
           try {
             jobs = await this.backend.claim(name, free * size);

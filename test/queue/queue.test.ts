@@ -439,6 +439,36 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     for (const id of ids) await waitFor(async () => (await env.job(id))?.state === 'done', 5000, `job ${id} done`);
   });
 
+  it('workBatch: batches of batchSize while the API is busy, of idleBatchSize once it is not', async () => {
+    let busy = true;
+    const q = env.queue({ busy: () => busy, busyShare: 0.5 });
+    const runs: { size: number; busy: boolean }[] = [];
+    let seen = 0;
+    const all = deferred();
+    q.workBatch<{ i: number }>(
+      't.batch.idle',
+      async (items) => {
+        runs.push({ size: items.length, busy });
+        // Two runs while busy, then the API goes quiet: the next claims take the idle size.
+        if (runs.length === 2) busy = false;
+        seen += items.length;
+        if (seen === 30) all.resolve();
+        return items.map(() => undefined);
+      },
+      { batchSize: 2, idleBatchSize: 8, concurrency: 1 },
+    );
+    await env.storage.db.transaction().execute(async (trx) => {
+      for (let i = 0; i < 30; i++) await q.enqueue(trx, 't.batch.idle', { i });
+    });
+    await q.start();
+    await all.promise;
+    const busyRuns = runs.filter((r) => r.busy);
+    const idleRuns = runs.filter((r) => !r.busy);
+    expect(busyRuns.map((r) => r.size)).toEqual([2, 2]);
+    expect(idleRuns.slice(0, 3).map((r) => r.size)).toEqual([8, 8, 8]);
+    expect(Math.max(...idleRuns.map((r) => r.size))).toBe(8);
+  });
+
   it('workBatch: a job the handler reports failed is retried alone; a batch that throws runs again job by job', async () => {
     const q = env.queue({ backoff: { baseMs: 10, capMs: 20 } });
     const calls: number[][] = [];

@@ -92,10 +92,17 @@ export class DeliveryWorker {
       batchSize: 16,
       onFailed: (data, _job, error) => this.failDelivery((data as { deliveryId: string }).deliveryId, error),
     });
-    // Journal chunks (SQLite) a few at a time: one claim, processing and completion per batch (ingestChunks).
+    // Journal chunks (SQLite) a few at a time: one claim, processing and completion per batch
+    // (ingestChunks). 16 while no request waits (a worker process, or between bursts): a chunk
+    // holds the sends of one group commit, often a few, and every run costs its claim and about
+    // four commits. Measured (bench email, worker process, chunks of about 4 mails): 4 chunks a
+    // run delivered about 980 msg/s with 535 µs of main-thread CPU per mail, 16 about 1,280 with
+    // 400 µs. While the API of the same process is busy, 16 took the embedded default's
+    // acceptance to 92.6% of 4's (bench send, after vs before): then 4.
     this.queue.workBatch<{ seq: number }>(INGEST_SENDS_JOB, (items) => this.ingestChunks(items, { makeFirstAttempts: true }), {
       concurrency: options.concurrency ?? 2,
       batchSize: 4,
+      idleBatchSize: 16,
       onFailed: (data, _job, error) => this.failIngestChunk((data as { seq: number }).seq, error),
     });
   }
