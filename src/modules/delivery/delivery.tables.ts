@@ -25,6 +25,22 @@ export type DeliveryEventsTable = {
   details: string | null;
 };
 
+/** Every column of a delivery_events row (the compiler checks the list is whole). */
+export const EVENT_COLUMNS = Object.keys({
+  env_id: 1,
+  id: 1,
+  account_id: 1,
+  tracking_id: 1,
+  delivery_id: 1,
+  channel: 1,
+  kind: 1,
+  from_state: 1,
+  to_state: 1,
+  code: 1,
+  at: 1,
+  details: 1,
+} satisfies Record<keyof DeliveryEventsTable, 1>) as (keyof DeliveryEventsTable)[];
+
 /** The last delivery_events id given out per environment. */
 export type DeliveryEventCountersTable = {
   env_id: string;

@@ -1,9 +1,10 @@
 import { type Kysely, type RawBuilder, type Updateable, sql } from 'kysely';
+import { sqliteInsert } from '../../storage/bulk-insert.js';
 import type { Dialect } from '../../storage/db.js';
 import { paddedToPowerOfTwo, powerOfTwoChunks } from '../../storage/statement-shapes.js';
 import type { CoreTables } from '../../storage/schema.js';
-import type { AttemptRow, DeliveriesTable, DeliveryRow, MessagesTable, ProviderEventsTable, SendingTables } from '../sending/sending.tables.js';
-import type { DeliveryEventsTable, DeliveryTables, LedgerDb } from './delivery.tables.js';
+import { ATTEMPT_COLUMNS, type AttemptRow, DELIVERY_COLUMNS, type DeliveriesTable, type DeliveryRow, type MessagesTable, type ProviderEventsTable, type SendingTables } from '../sending/sending.tables.js';
+import { type DeliveryEventsTable, type DeliveryTables, EVENT_COLUMNS, type LedgerDb } from './delivery.tables.js';
 
 /** What a transition event needs to know about the row it changed. */
 export interface MessageIdentity {
@@ -110,6 +111,11 @@ export class LedgerRepository {
   async insertDeliveries(rows: DeliveryRow[]): Promise<Set<string>> {
     const ids = new Set<string>();
     for (const chunk of this.insertChunks(rows)) {
+      if (this.dialect === 'sqlite') {
+        const { rows: inserted } = await this.db.executeQuery<{ id: string }>(sqliteInsert('deliveries', DELIVERY_COLUMNS, chunk, 'ON CONFLICT ("tracking_id", "channel") DO NOTHING RETURNING "id"'));
+        for (const r of inserted) ids.add(r.id);
+        continue;
+      }
       const inserted = await this.db
         .insertInto('deliveries')
         .values(chunk)
@@ -122,7 +128,10 @@ export class LedgerRepository {
   }
 
   async insertAttempts(rows: AttemptRow[]): Promise<void> {
-    for (const chunk of this.insertChunks(rows)) await this.db.insertInto('delivery_attempts').values(chunk).execute();
+    for (const chunk of this.insertChunks(rows)) {
+      if (this.dialect === 'sqlite') await this.db.executeQuery(sqliteInsert('delivery_attempts', ATTEMPT_COLUMNS, chunk));
+      else await this.db.insertInto('delivery_attempts').values(chunk).execute();
+    }
   }
 
   /**
@@ -299,7 +308,10 @@ export class LedgerRepository {
 
   /** Inserts events (a batch's events in one statement; measured as fast as one JSON parameter unpacked by the database). */
   async insertEvents(rows: DeliveryEventsTable[]): Promise<void> {
-    for (const chunk of this.insertChunks(rows)) await this.db.insertInto('delivery_events').values(chunk).execute();
+    for (const chunk of this.insertChunks(rows)) {
+      if (this.dialect === 'sqlite') await this.db.executeQuery(sqliteInsert('delivery_events', EVENT_COLUMNS, chunk));
+      else await this.db.insertInto('delivery_events').values(chunk).execute();
+    }
   }
 
   /** Deletes up to `limit` events older than `before`; returns how many. */

@@ -4,7 +4,7 @@ import { jsonString } from '../../json-text.js';
 import { heldSqlite } from '../../storage/db.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { Queue } from '../../queue/port.js';
-import type { MessageRow, SendingDb, SendingTables } from './sending.tables.js';
+import { MESSAGE_COLUMNS, type MessageRow, type SendingDb, type SendingTables } from './sending.tables.js';
 
 /** The job that moves a journal chunk into messages and processes its sends (DeliveryWorker.ingestSends). */
 export const INGEST_SENDS_JOB = 'sends.ingest';
@@ -95,33 +95,6 @@ export class SendJournal {
     return chunks.flatMap((c) => parseMessages(c.messages)).filter((m) => m.account_id === accountId && wanted.has(m.tracking_id));
   }
 }
-
-const MESSAGE_COLUMNS: (keyof MessageRow)[] = [
-  'tracking_id',
-  'account_id',
-  'env_id',
-  'notification_id',
-  'user_id',
-  'user_email',
-  'user_number',
-  'template_id',
-  'sub_notification_id',
-  'request',
-  'state',
-  'job_id',
-  'ip',
-  'agent',
-  'received_at',
-  'processed_at',
-  'scheduled_for',
-  'schedule_updated_at',
-  'schedule_updated_to',
-  'schedule_deleted_at',
-  'failed_at',
-  'failed_code',
-  'failed_internal',
-  'skipped',
-];
 
 /**
  * The columns a journaled send can carry, in the order of a chunk entry, the request last. A

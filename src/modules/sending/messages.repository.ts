@@ -3,42 +3,16 @@ import { CompiledQuery, type Kysely, PostgresAdapter, SqliteAdapter } from 'kyse
 import type { Queue } from '../../queue/port.js';
 import type { CoreTables } from '../../storage/schema.js';
 import { prepared } from '../../storage/pg-prepared.js';
+import { sqliteInsert } from '../../storage/bulk-insert.js';
 import { paddedToPowerOfTwo, powerOfTwoChunks } from '../../storage/statement-shapes.js';
 import { SendJournal } from './messages.journal.js';
-import type { AttemptRow, DeliveryRow, MessageRow, SendingDb, SendingTables } from './sending.tables.js';
+import { type AttemptRow, type DeliveryRow, MESSAGE_COLUMNS, type MessageRow, type SendingDb, type SendingTables } from './sending.tables.js';
 
 /** Message rows per INSERT (24 parameters each; within SQLite's and PostgreSQL's limits). */
 const MESSAGES_PER_INSERT = 500;
 /** Tracking ids per read of a log's attempts: well under either engine's bound-parameter limit. */
 const ATTEMPT_READ_CHUNK = 1000;
 
-/** Every column of a message row (the compiler checks the list is whole), in the order of the PostgreSQL column-array INSERT. */
-const MESSAGE_COLUMNS = Object.keys({
-  tracking_id: 1,
-  account_id: 1,
-  env_id: 1,
-  notification_id: 1,
-  user_id: 1,
-  user_email: 1,
-  user_number: 1,
-  template_id: 1,
-  sub_notification_id: 1,
-  request: 1,
-  state: 1,
-  job_id: 1,
-  ip: 1,
-  agent: 1,
-  received_at: 1,
-  processed_at: 1,
-  scheduled_for: 1,
-  schedule_updated_at: 1,
-  schedule_updated_to: 1,
-  schedule_deleted_at: 1,
-  failed_at: 1,
-  failed_code: 1,
-  failed_internal: 1,
-  skipped: 1,
-} satisfies Record<keyof MessageRow, 1>) as (keyof MessageRow)[];
 
 /**
  * PostgreSQL: a batch's message rows as one array per column (every column is text), so the
@@ -166,14 +140,16 @@ export class MessagesRepository {
   /** Inserts message rows; one already present (a re-run after a crash) is left as it is. */
   async insertMessagesIfAbsent(rows: MessageRow[]): Promise<void> {
     if (rows.length === 0) return;
-    // On SQLite in a few statement sizes, each compiled once (statement-shapes.ts).
-    for (const chunk of this.postgres ? [rows] : powerOfTwoChunks(rows, 64)) {
+    if (this.postgres) {
       await this.db
         .insertInto('messages')
-        .values(chunk)
+        .values(rows)
         .onConflict((oc) => oc.column('tracking_id').doNothing())
         .execute();
+      return;
     }
+    // On SQLite in a few statement sizes, each compiled once (statement-shapes.ts).
+    for (const chunk of powerOfTwoChunks(rows, 64)) await this.db.executeQuery(sqliteInsert('messages', MESSAGE_COLUMNS, chunk, 'ON CONFLICT ("tracking_id") DO NOTHING'));
   }
 
   findMessage(envId: string, trackingId: string): Promise<MessageRow | undefined> {

@@ -130,3 +130,67 @@ export type SendingDb = Kysely<CoreTables & SendingTables>;
 export type MessageRow = Selectable<MessagesTable>;
 export type DeliveryRow = Selectable<DeliveriesTable>;
 export type AttemptRow = Selectable<DeliveryAttemptsTable>;
+
+/** Every column of a message row (the compiler checks the list is whole), in table order. */
+export const MESSAGE_COLUMNS = Object.keys({
+  tracking_id: 1,
+  account_id: 1,
+  env_id: 1,
+  notification_id: 1,
+  user_id: 1,
+  user_email: 1,
+  user_number: 1,
+  template_id: 1,
+  sub_notification_id: 1,
+  request: 1,
+  state: 1,
+  job_id: 1,
+  ip: 1,
+  agent: 1,
+  received_at: 1,
+  processed_at: 1,
+  scheduled_for: 1,
+  schedule_updated_at: 1,
+  schedule_updated_to: 1,
+  schedule_deleted_at: 1,
+  failed_at: 1,
+  failed_code: 1,
+  failed_internal: 1,
+  skipped: 1,
+} satisfies Record<keyof MessageRow, 1>) as (keyof MessageRow)[];
+
+/** Every column of a delivery row (the compiler checks the list is whole). */
+export const DELIVERY_COLUMNS = Object.keys({
+  id: 1,
+  tracking_id: 1,
+  account_id: 1,
+  env_id: 1,
+  channel: 1,
+  routing: 1,
+  routing_reason: 1,
+  status: 1,
+  content: 1,
+  preview: 1,
+  attempts: 1,
+  sent_at: 1,
+  delivered_at: 1,
+  failed_at: 1,
+  failed_code: 1,
+  failed_internal: 1,
+  provider_message_id: 1,
+  extra: 1,
+  created_at: 1,
+  updated_at: 1,
+} satisfies Record<keyof DeliveryRow, 1>) as (keyof DeliveryRow)[];
+
+/** Every column of an attempt row (the compiler checks the list is whole). */
+export const ATTEMPT_COLUMNS = Object.keys({
+  id: 1,
+  delivery_id: 1,
+  attempt: 1,
+  started_at: 1,
+  duration_ms: 1,
+  outcome: 1,
+  provider_code: 1,
+  detail: 1,
+} satisfies Record<keyof AttemptRow, 1>) as (keyof AttemptRow)[];
