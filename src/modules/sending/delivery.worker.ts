@@ -254,7 +254,10 @@ export class DeliveryWorker {
     }
     if (chunks.length === 0) return results;
     try {
-      await repo.insertMessagesIfAbsent(chunks.flatMap((c) => c.messages));
+      // One commit for the batch's rows: on SQLite they take a statement per size (64, 32, ...),
+      // each of which would otherwise commit on its own.
+      const all = chunks.flatMap((c) => c.messages);
+      await this.deps.db.transaction().execute((trx) => new MessagesRepository(trx).insertMessagesIfAbsent(all));
     } catch {
       // Chunk by chunk then, as each job alone would.
       const stored: typeof chunks = [];
