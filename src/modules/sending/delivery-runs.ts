@@ -19,6 +19,15 @@ export const DELIVER_JOB = 'delivery.run';
 /** Deliveries whose calls are recorded together (one ledger transaction), as a claimed batch of jobs is. */
 export const DELIVERY_BATCH = 16;
 /**
+ * First attempts made and recorded together (one batch scope, one ledger transaction) by a
+ * routing run. A run's first attempts all go out at once whatever this is (the provider's pool
+ * bounds the wire), so it bounds only how many wait for one another's record. Measured reason
+ * (issue 11, bench email, worker process): a run of about 80 mails in batches of 16 recorded them
+ * in 5 or 6 transactions, each a commit and five statements, and read the batch's provider,
+ * tracking and sender settings each time.
+ */
+export const FIRST_ATTEMPT_BATCH = 64;
+/**
  * How long a routing job waits for its first attempts before it hands the ones still under way
  * to delivery.run jobs and completes. A provider that hangs (timeouts of 15 to 60 s) would
  * otherwise hold one of the few routing slots, and every later send behind it, in-app included.

@@ -11,7 +11,7 @@ import type { CollectedDelivery, DigestsService } from '../digests/digests.servi
 import type { TemplatesService } from '../templates/templates.service.js';
 import type { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
-import { DELIVERY_BATCH, DELIVER_JOB, type DeliveryTiming, DeliveryRuns, FIRST_ATTEMPT_BUDGET_MS, type HandedDelivery, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
+import { DELIVERY_BATCH, DELIVER_JOB, FIRST_ATTEMPT_BATCH, type DeliveryTiming, DeliveryRuns, FIRST_ATTEMPT_BUDGET_MS, type HandedDelivery, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
 import { carriedDigest, digestContent, digestScheduleOf } from './digest-routing.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
 import { INGEST_SENDS_JOB } from './messages.journal.js';
@@ -89,7 +89,7 @@ export class DeliveryWorker {
     // batch, the provider calls of a batch at once (DeliveryRuns). Two batches at a time.
     this.queue.workBatch<{ deliveryId: string }>(DELIVER_JOB, (items) => this.deliveries.run(items), {
       concurrency: options.concurrency ?? 2,
-      batchSize: 16,
+      batchSize: DELIVERY_BATCH,
       onFailed: (data, _job, error) => this.failDelivery((data as { deliveryId: string }).deliveryId, error),
     });
     // Journal chunks (SQLite) a few at a time: one claim, processing and completion per batch
@@ -175,7 +175,7 @@ export class DeliveryWorker {
   /**
    * The first attempts of what `route` left to deliver: the deliveries it committed, and those a
    * run before committed and never attempted (this is a re-run after a crash); in batches of
-   * DELIVERY_BATCH, run at once, each recorded as its calls end. Returns `routed.failures` with,
+   * FIRST_ATTEMPT_BATCH, run at once, each recorded as its calls end. Returns `routed.failures` with,
    * for each message whose first attempts could not all be recorded, that error: its job runs
    * again and makes them.
    */
@@ -189,7 +189,7 @@ export class DeliveryWorker {
     const failures = [...routed.failures];
     if (handed.length === 0) return failures;
     const batches: HandedDelivery[][] = [];
-    for (let i = 0; i < handed.length; i += DELIVERY_BATCH) batches.push(handed.slice(i, i + DELIVERY_BATCH));
+    for (let i = 0; i < handed.length; i += FIRST_ATTEMPT_BATCH) batches.push(handed.slice(i, i + FIRST_ATTEMPT_BATCH));
     const budget = firstAttemptDeadline(this.deliveries.firstAttemptBudgetMs);
     let results: unknown[];
     try {
