@@ -1,6 +1,14 @@
 import { CompiledQuery } from 'kysely';
 
 /**
+ * Every column of a row type, in the order given: `columnList<Row>({ a: 1, b: 1 })`. The compiler
+ * refuses a list that misses a column or names one the row does not have.
+ */
+export function columnList<Row>(every: Record<keyof Row & string, 1>): (keyof Row & string)[] {
+  return Object.keys(every) as (keyof Row & string)[];
+}
+
+/**
  * A multi-row INSERT for SQLite, written as text instead of through Kysely's query builder:
  * `INSERT INTO "table" ("c1", ...) VALUES (?, ...), ... <tail>` with the rows' values in
  * `columns` order (undefined written as NULL, as Kysely's SQLite compiler writes a missing value).

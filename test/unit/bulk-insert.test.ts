@@ -2,7 +2,7 @@
 import { Kysely, SqliteDialect } from 'kysely';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { sqliteInsert } from '../../src/storage/bulk-insert.js';
+import { columnList, sqliteInsert } from '../../src/storage/bulk-insert.js';
 
 type Row = { id: string; n: number | null; note: string | null };
 
@@ -20,7 +20,9 @@ describe('sqliteInsert', () => {
       { id: 'b', n: null, note: undefined as unknown as null },
       { id: 'c', n: 7, note: "it's" },
     ];
-    const query = sqliteInsert<Row>('t', ['id', 'n', 'note'], rows);
+    const columns = columnList<Row>({ id: 1, n: 1, note: 1 });
+    expect(columns).toEqual(['id', 'n', 'note']);
+    const query = sqliteInsert<Row>('t', columns, rows);
     expect(query.sql).toBe('INSERT INTO "t" ("id", "n", "note") VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?)');
     expect(query.parameters).toEqual(['a', 0, '', 'b', null, null, 'c', 7, "it's"]);
     await db.executeQuery(query);

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { columnList } from '../../storage/bulk-insert.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { SendingTables } from '../sending/sending.tables.js';
 
@@ -26,7 +27,7 @@ export type DeliveryEventsTable = {
 };
 
 /** Every column of a delivery_events row (the compiler checks the list is whole). */
-export const EVENT_COLUMNS = Object.keys({
+export const EVENT_COLUMNS = columnList<DeliveryEventsTable>({
   env_id: 1,
   id: 1,
   account_id: 1,
@@ -39,7 +40,7 @@ export const EVENT_COLUMNS = Object.keys({
   code: 1,
   at: 1,
   details: 1,
-} satisfies Record<keyof DeliveryEventsTable, 1>) as (keyof DeliveryEventsTable)[];
+});
 
 /** The last delivery_events id given out per environment. */
 export type DeliveryEventCountersTable = {

@@ -1,4 +1,5 @@
 import type { Generated, Kysely, Selectable } from 'kysely';
+import { columnList } from '../../storage/bulk-insert.js';
 import type { CoreTables } from '../../storage/schema.js';
 
 export type MessagesTable = {
@@ -132,7 +133,7 @@ export type DeliveryRow = Selectable<DeliveriesTable>;
 export type AttemptRow = Selectable<DeliveryAttemptsTable>;
 
 /** Every column of a message row (the compiler checks the list is whole), in table order. */
-export const MESSAGE_COLUMNS = Object.keys({
+export const MESSAGE_COLUMNS = columnList<MessageRow>({
   tracking_id: 1,
   account_id: 1,
   env_id: 1,
@@ -157,10 +158,10 @@ export const MESSAGE_COLUMNS = Object.keys({
   failed_code: 1,
   failed_internal: 1,
   skipped: 1,
-} satisfies Record<keyof MessageRow, 1>) as (keyof MessageRow)[];
+});
 
 /** Every column of a delivery row (the compiler checks the list is whole). */
-export const DELIVERY_COLUMNS = Object.keys({
+export const DELIVERY_COLUMNS = columnList<DeliveryRow>({
   id: 1,
   tracking_id: 1,
   account_id: 1,
@@ -181,10 +182,10 @@ export const DELIVERY_COLUMNS = Object.keys({
   extra: 1,
   created_at: 1,
   updated_at: 1,
-} satisfies Record<keyof DeliveryRow, 1>) as (keyof DeliveryRow)[];
+});
 
 /** Every column of an attempt row (the compiler checks the list is whole). */
-export const ATTEMPT_COLUMNS = Object.keys({
+export const ATTEMPT_COLUMNS = columnList<AttemptRow>({
   id: 1,
   delivery_id: 1,
   attempt: 1,
@@ -193,4 +194,4 @@ export const ATTEMPT_COLUMNS = Object.keys({
   outcome: 1,
   provider_code: 1,
   detail: 1,
-} satisfies Record<keyof AttemptRow, 1>) as (keyof AttemptRow)[];
+});

@@ -1,5 +1,6 @@
 import type SQLite from 'better-sqlite3';
 import { CompiledQuery, type Kysely, PostgresAdapter, type Selectable, type Updateable } from 'kysely';
+import { columnList } from '../../storage/bulk-insert.js';
 import { heldSqlite } from '../../storage/db.js';
 import { prepared } from '../../storage/pg-prepared.js';
 import type { CoreTables, UsersTable } from '../../storage/schema.js';
@@ -7,7 +8,7 @@ import type { CoreTables, UsersTable } from '../../storage/schema.js';
 export type UserRow = Selectable<UsersTable>;
 
 /** Every column of a user row (the compiler checks the list is whole). */
-const USER_COLUMNS = Object.keys({
+const USER_COLUMNS = columnList<UserRow>({
   env_id: 1,
   id: 1,
   account_id: 1,
@@ -23,7 +24,7 @@ const USER_COLUMNS = Object.keys({
   last_seen_time: 1,
   created_at: 1,
   updated_at: 1,
-} satisfies Record<keyof UserRow, 1>).join(', ');
+}).join(', ');
 /**
  * PostgreSQL findMany, prepared (the send intake reads its batch's recipients on every group
  * commit): one text whatever the number of ids, its columns named so that a column added by a
