@@ -63,6 +63,22 @@ describe('MimeBuilder', () => {
     }
   });
 
+  it('builds one message at a time in the order they came: a large first one is answered before the small ones behind it, a failed one holds up none', async () => {
+    builder = new MimeBuilder();
+    expect(await builder.whenReady()).toBe(true);
+    const large = { ...options, attachments: [{ filename: 'big.bin', content: randomBytes(3_000_000), contentType: 'application/octet-stream' }] };
+    const small = { ...options, attachments: [] };
+    const answered: string[] = [];
+    const track = (name: string, built: Promise<unknown>) => built.then(() => answered.push(name), () => answered.push(`${name} failed`));
+    await Promise.all([
+      track('large', builder.build(large)),
+      track('bad key', builder.build(small, { domainName: 'clarion.test', keySelector: 'sel', privateKey: 'not a key' })),
+      ...Array.from({ length: 8 }, (_, i) => track(`small ${i}`, builder!.build(small))),
+    ]);
+    // Built side by side, the small ones (a few setImmediate steps each) ended long before the large one.
+    expect(answered).toEqual(['large', 'bad key failed', ...Array.from({ length: 8 }, (_, i) => `small ${i}`)]);
+  });
+
   it('builds on the calling thread once closed', async () => {
     builder = new MimeBuilder();
     await builder.close();
