@@ -7,7 +7,6 @@
 // peak (VmHWM). The signed baseline runs twice, with the key as a PEM string (nodemailer parses it
 // for every mail) and as one parsed KeyObject; the faster is the one Clarion is compared with. The server is the built one (dist/main.js, as `npm start` runs it): under tsx the
 // compiler alone holds some 60 MB more.
-import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -135,7 +134,6 @@ export async function broadcastBench(): Promise<BroadcastRun[]> {
   fs.writeFileSync(keyFile, generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }));
   const dkimEnv = { RAW_FROM: `news@${DOMAIN}`, DKIM_DOMAIN: DOMAIN, DKIM_SELECTOR: 'bench', DKIM_KEY_FILE: keyFile };
   const runs: BroadcastRun[] = [];
-  execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
   try {
     for (const size of broadcastSizes()) {
       const raw = await rawSmtp('nodemailer pool', size);

@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -109,7 +109,7 @@ export async function acceptShippedMails(port: number, key: string, from: number
 
 /**
  * Clarion: N sends accepted by an API-only process (so they all wait in the queue), then one
- * worker process (the built one: `root` must be built, see emailRounds) delivers them. The rate counts from the first mail to the last at the sink,
+ * worker process (the built one: `root` must be built; bench/run.ts builds this checkout) delivers them. The rate counts from the first mail to the last at the sink,
  * the worker's CPU time over the same window.
  */
 export async function clarionDelivery(n: number, root = ROOT, warm = 0): Promise<EmailRun> {
@@ -167,7 +167,6 @@ export async function emailRounds(n: number, rounds: number, warm = 0): Promise<
   const senders = Object.keys(RAW_SENDERS) as RawSender[];
   const raw = Object.fromEntries(senders.map((s) => [s, [] as EmailRun[]])) as Record<RawSender, EmailRun[]>;
   const clarion: EmailRun[] = [];
-  execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
   for (let round = 0; round < rounds; round++) {
     for (const sender of senders) raw[sender].push(await rawSmtp(sender, n, {}, warm));
     clarion.push(await clarionDelivery(n, ROOT, warm));

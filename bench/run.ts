@@ -5,11 +5,12 @@
 // (callgrind's instruction counts per accepted send, plus BENCH_BEFORE_REF), gates-instructions
 // (the gates scenario in instructions per send), email-instructions (the email scenario's worker
 // in instructions per mail, plus BENCH_BEFORE_REF).
+import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { broadcastBench, printBroadcast } from './broadcast.js';
 import { checkoutBefore } from './before.js';
 import { type EmailRun, emailRounds } from './email-delivery.js';
-import { CLARION_LOG_LEVEL, fmt, median, percents, stop } from './lib.js';
+import { CLARION_LOG_LEVEL, ROOT, fmt, median, percents, stop } from './lib.js';
 import { printSeeded, seededPostgres, seededSqlite } from './seeded.js';
 import { type PostgresSendResult, createDatabase, postgresSend, postgresUnreachable } from './send-postgres.js';
 import { BENCH, optedIn, wants } from './settings.js';
@@ -129,6 +130,9 @@ async function main() {
       }
     }
   }
+
+  // The email and broadcast scenarios run the built server (dist/), as `npm start` does: built once here.
+  if (wants('email') || wants('broadcast')) execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
 
   if (wants('email')) {
     const EMAILS = BENCH.emails;

@@ -128,9 +128,15 @@ export class LedgerRepository {
   }
 
   async insertAttempts(rows: AttemptRow[]): Promise<void> {
+    await this.insertAll('delivery_attempts', ATTEMPT_COLUMNS, rows);
+  }
+
+  /** Inserts rows of a ledger table, in insertChunks statements (on SQLite written as text: sqliteInsert). */
+  private async insertAll<T extends 'delivery_attempts' | 'delivery_events'>(table: T, columns: readonly (keyof (SendingTables & DeliveryTables)[T] & string)[], rows: (SendingTables & DeliveryTables)[T][]): Promise<void> {
     for (const chunk of this.insertChunks(rows)) {
-      if (this.dialect === 'sqlite') await this.db.executeQuery(sqliteInsert('delivery_attempts', ATTEMPT_COLUMNS, chunk));
-      else await this.db.insertInto('delivery_attempts').values(chunk).execute();
+      if (this.dialect === 'sqlite') await this.db.executeQuery(sqliteInsert(table, columns, chunk));
+      // (Kysely cannot relate a generic table's row type to its insert type: the rows are whole rows of it.)
+      else await this.db.insertInto(table).values(chunk as never).execute();
     }
   }
 
@@ -308,10 +314,7 @@ export class LedgerRepository {
 
   /** Inserts events (a batch's events in one statement; measured as fast as one JSON parameter unpacked by the database). */
   async insertEvents(rows: DeliveryEventsTable[]): Promise<void> {
-    for (const chunk of this.insertChunks(rows)) {
-      if (this.dialect === 'sqlite') await this.db.executeQuery(sqliteInsert('delivery_events', EVENT_COLUMNS, chunk));
-      else await this.db.insertInto('delivery_events').values(chunk).execute();
-    }
+    await this.insertAll('delivery_events', EVENT_COLUMNS, rows);
   }
 
   /** Deletes up to `limit` events older than `before`; returns how many. */
