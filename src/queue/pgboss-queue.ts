@@ -6,7 +6,7 @@ import { uuidv7 } from 'uuidv7';
 import type { Ids } from '../clock.js';
 import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type QueueDepth, type WorkOptions, keyedJobId, type JobDb } from './port.js';
 import { type ClaimedJob, type JobBackend, JobRunner } from './runner.js';
-import { prepared } from '../storage/pg-prepared.js';
+import { deferred, prepared } from '../storage/pg-prepared.js';
 import { type CommonQueueOptions, resolveMaxAttempts } from './sqlite-queue.js';
 
 export interface PgBossQueueOptions extends CommonQueueOptions {
@@ -26,11 +26,14 @@ export interface PgBossQueueOptions extends CommonQueueOptions {
   deleteAfterDays?: number;
 }
 
-/** Runs pg-boss's SQL on a Kysely (the pool, or the caller's transaction connection). */
-function executor(db: JobDb): PgBoss.Db {
+/**
+ * Runs pg-boss's SQL on a Kysely (the pool, or the caller's transaction connection); `mark`
+ * marks each text (deferred: for statements whose result is not read).
+ */
+function executor(db: JobDb, mark: (text: string) => string = (text) => text): PgBoss.Db {
   return {
     async executeSql(text: string, values?: unknown[]) {
-      const result = await db.executeQuery(CompiledQuery.raw(text, values ?? []));
+      const result = await db.executeQuery(CompiledQuery.raw(mark(text), values ?? []));
       return { rows: result.rows };
     },
   };
@@ -228,7 +231,9 @@ export class PgBossQueue implements Queue, JobBackend {
     });
     const notified = tx.isTransaction ? (this.notifiedIn.get(tx) ?? new Set<string>()) : new Set<string>();
     const notify = [...names].filter((name) => !notified.has(name));
-    await this.boss.insert(rows as PgBoss.JobInsert[], { db: notify.length === 0 ? executor(tx) : this.notifyingExecutor(tx, notify) } as PgBoss.InsertOptions);
+    // Deferred (PgClient): nobody reads what the insert answers (the ids are ours), so in the
+    // caller's transaction it is sent with the statements after it.
+    await this.boss.insert(rows as PgBoss.JobInsert[], { db: notify.length === 0 ? executor(tx, deferred) : this.notifyingExecutor(tx, notify) } as PgBoss.InsertOptions);
     for (const name of notify) notified.add(name);
     if (tx.isTransaction) this.notifiedIn.set(tx, notified);
     for (const name of names) this.runner.nudge(name);
@@ -245,7 +250,7 @@ export class PgBossQueue implements Queue, JobBackend {
         const params = values ?? [];
         const n = params.length;
         // Prepared (one text per schema): pg-boss's insert is long to parse and plan.
-        const sql = prepared(`queue_insert_${this.schema}`, `WITH inserted AS (${text}) SELECT pg_notify($${n + 1}, name) FROM unnest($${n + 2}::text[]) AS name`);
+        const sql = deferred(prepared(`queue_insert_${this.schema}`, `WITH inserted AS (${text}) SELECT pg_notify($${n + 1}, name) FROM unnest($${n + 2}::text[]) AS name`));
         await this.exec(tx, sql, [...params, this.channel, names]);
         return { rows: [] };
       },

@@ -4,7 +4,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import SQLite from 'better-sqlite3';
 import { type Migration, type MigrationProvider, Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
-import { PreparingClient } from './pg-prepared.js';
+import { PgClient } from './pg-client.js';
 import type { CoreTables } from './schema.js';
 import { type WalCheckpointer, startWalCheckpointer } from './wal-checkpointer.js';
 
@@ -54,8 +54,8 @@ export function openStorage(options: StorageOptions): Storage {
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
       max: options.poolSize ?? 10,
-      // Runs statements marked by prepared() as named prepared statements.
-      Client: PreparingClient,
+      // Named prepared statements (prepared()), and deferred writes pipelined in transactions (deferred()).
+      Client: PgClient,
       ...(options.pgSchema ? { options: `-c search_path=${options.pgSchema}` } : {}),
     });
     const db = new Kysely<CoreTables>({ dialect: new PostgresDialect({ pool }) });

@@ -1,7 +1,6 @@
-import pg from 'pg';
-
 const MARK = '/* prepared:';
 const MARK_END = ' */ ';
+const DEFERRED = '/* deferred */ ';
 
 /**
  * Marks a statement to run as a named prepared statement on PostgreSQL (each connection parses
@@ -17,21 +16,21 @@ export function prepared(name: string, text: string): string {
 }
 
 /**
- * The pool's client: a text marked by prepared() runs as a named statement; anything else as
- * node-postgres runs it (Kysely passes a text and its values).
+ * Marks a write whose result its caller never reads. Inside a transaction the pool's client
+ * (PgClient) answers it at once and sends it pipelined with the statements after it, so that a
+ * run of such writes and the read that ends it cost one round trip; a failure of the write is
+ * reported by the next statement the caller waits for (and by COMMIT). Its result is empty: no
+ * rows, no row count. Outside a transaction it runs as any statement.
  */
-export class PreparingClient extends pg.Client {
-  constructor(config?: string | pg.ClientConfig) {
-    super(config);
-    const query = this.query.bind(this) as (...args: unknown[]) => unknown;
-    // An instance property over node-postgres's many overloads: the arguments go through unchanged.
-    this.query = ((...args: unknown[]) => {
-      const [text, values] = args;
-      if (args.length <= 2 && typeof text === 'string' && text.startsWith(MARK) && (values === undefined || Array.isArray(values))) {
-        const end = text.indexOf(MARK_END, MARK.length);
-        if (end > 0) return query({ name: text.slice(MARK.length, end), text, values });
-      }
-      return query(...args);
-    }) as pg.Client['query'];
-  }
+export function deferred(text: string): string {
+  return `${DEFERRED}${text}`;
+}
+
+/** What the marks of a statement's text ask for: its prepared name, and whether it is deferred. */
+export function readMarks(text: string): { name: string | undefined; deferred: boolean } {
+  const isDeferred = text.startsWith(DEFERRED);
+  const rest = isDeferred ? DEFERRED.length : 0;
+  if (!text.startsWith(MARK, rest)) return { name: undefined, deferred: isDeferred };
+  const end = text.indexOf(MARK_END, rest + MARK.length);
+  return { name: end > 0 ? text.slice(rest + MARK.length, end) : undefined, deferred: isDeferred };
 }

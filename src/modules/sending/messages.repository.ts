@@ -2,7 +2,7 @@ import type SQLite from 'better-sqlite3';
 import { CompiledQuery, type Kysely, PostgresAdapter, SqliteAdapter } from 'kysely';
 import type { Queue } from '../../queue/port.js';
 import type { CoreTables } from '../../storage/schema.js';
-import { prepared } from '../../storage/pg-prepared.js';
+import { deferred, prepared } from '../../storage/pg-prepared.js';
 import { sqliteInsert } from '../../storage/bulk-insert.js';
 import { paddedToPowerOfTwo, powerOfTwoChunks } from '../../storage/statement-shapes.js';
 import { SendJournal } from './messages.journal.js';
@@ -21,7 +21,8 @@ const ATTEMPT_READ_CHUNK = 1000;
  * every batch and Kysely builds and compiles (measured, issue 11: parse, analysis and planning
  * were about a third of PostgreSQL's CPU per accepted send).
  */
-const INSERT_MESSAGE_COLUMNS = prepared('intake_messages', `INSERT INTO messages (${MESSAGE_COLUMNS.join(', ')}) SELECT * FROM unnest(${MESSAGE_COLUMNS.map((_, i) => `$${i + 1}::text[]`).join(', ')})`);
+// Deferred: inside the intake's transaction it is sent with the usage count that follows it (PgClient).
+const INSERT_MESSAGE_COLUMNS = deferred(prepared('intake_messages', `INSERT INTO messages (${MESSAGE_COLUMNS.join(', ')}) SELECT * FROM unnest(${MESSAGE_COLUMNS.map((_, i) => `$${i + 1}::text[]`).join(', ')})`));
 
 /**
  * The job that routes messages: `{ trackingId }` for one (a scheduled send, or one enqueued
