@@ -52,14 +52,14 @@ function printPostgresSend({ embedded, apiOnly }: PostgresSendResult) {
   const [raw, one] = embedded.results.map((r) => r.summary);
   const ratio = embedded.ratio(1, 0);
   console.log(`\nSend acceptance on PostgreSQL, ${BENCH.connections} connections, ${BENCH.rounds} alternating rounds of ${BENCH.roundSeconds} s (database made for the run):`);
-  console.log(`  raw route, one INSERT per request (pg pool) : ${fmt(raw.requestsPerSecond, 0)} req/s  p50 ${raw.p50Ms} ms  p99 ${raw.p99Ms} ms (median round)${cpu(raw)}`);
+  console.log(`  raw route, one INSERT per request (pg, pipelined) : ${fmt(raw.requestsPerSecond, 0)} req/s  p50 ${raw.p50Ms} ms  p99 ${raw.p99Ms} ms (median round)${cpu(raw)}`);
   if (one.non2xx || one.errors) console.log(`  note: Clarion answered ${one.non2xx} non-2xx and ${one.errors} errors`);
-  console.log(`  Clarion, one process (API + workers)        : ${fmt(one.requestsPerSecond, 0)} req/s  p50 ${one.p50Ms} ms  p99 ${one.p99Ms} ms (worst round)${cpu(one)}`);
+  console.log(`  Clarion, one process (API + workers)              : ${fmt(one.requestsPerSecond, 0)} req/s  p50 ${one.p50Ms} ms  p99 ${one.p99Ms} ms (worst round)${cpu(one)}`);
   console.log(`  ratio ${fmt(ratio.median * 100)}% of the raw route (target >= 60%, p99 < 150 ms); rounds (%): ${percents(ratio.each)}`);
   const [rawApi, api] = apiOnly.results.map((r) => r.summary);
   const apiRatio = apiOnly.ratio(1, 0);
   if (api.non2xx || api.errors) console.log(`  note: Clarion api answered ${api.non2xx} non-2xx and ${api.errors} errors`);
-  console.log(`  Clarion, CLARION_ROLE=api                   : ${fmt(api.requestsPerSecond, 0)} req/s  p50 ${api.p50Ms} ms  p99 ${api.p99Ms} ms${cpu(api)} (raw route ${fmt(rawApi.requestsPerSecond, 0)} in its rounds)`);
+  console.log(`  Clarion, CLARION_ROLE=api                         : ${fmt(api.requestsPerSecond, 0)} req/s  p50 ${api.p50Ms} ms  p99 ${api.p99Ms} ms${cpu(api)} (raw route ${fmt(rawApi.requestsPerSecond, 0)} in its rounds)`);
   console.log(`  ratio ${fmt(apiRatio.median * 100)}% of the raw route (target >= 100%); rounds (%): ${percents(apiRatio.each)}`);
 }
 

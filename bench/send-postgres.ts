@@ -1,6 +1,7 @@
 // Send acceptance on PostgreSQL: Clarion (one process with its workers, then CLARION_ROLE=api)
-// against a bare route that commits each request with one INSERT through a pg pool, in the same
-// alternating rounds, in a database made for the run and dropped after it.
+// against a bare route that commits each request with one INSERT through pipelined pg clients
+// (pg-baseline-server.ts), in the same alternating rounds, in a database made for the run and
+// dropped after it.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
