@@ -42,7 +42,10 @@ export class PgClient extends pg.Client {
       const marks = readMarks(text);
       // node-postgres copies a config object on each query: a text and its values are passed as they are.
       const send = () => (marks.name === undefined ? query(text, values) : query({ name: marks.name, text, values }));
-      if (this.mayDefer(text, marks.deferred)) return this.defer(send());
+      if (this.mayDefer(text, marks.deferred)) {
+        this.holdWrites();
+        return this.defer(send());
+      }
       const answer = send();
       if (text === 'rollback') return this.afterRollback(answer);
       return this.unanswered.size === 0 && this.failure === null ? answer : this.afterDeferred(answer);
@@ -53,6 +56,20 @@ export class PgClient extends pg.Client {
     const status = this.getTransactionStatus();
     if (marked) return status === 'T' && this.unanswered.size < MAX_UNANSWERED;
     return text === 'begin' && status === 'I' && this.unanswered.size === 0 && this.failure === null;
+  }
+
+  /**
+   * Holds what is written to the socket until the end of this tick (Writable.cork, uncorked on
+   * process.nextTick as Node's stream docs advise): the deferred statement and those sent after it
+   * in the same run of the caller's code (the statement that ends the run among them) leave in
+   * one write. Measured (issue 11, CPU profile of CLARION_ROLE=api on PostgreSQL): each write to
+   * PostgreSQL's socket cost the event loop about 50 µs of wall time on the shared host (the woken
+   * backend takes the CPU), against about 8 for an HTTP answer; a group commit wrote six times.
+   */
+  private holdWrites(): void {
+    const socket = this.connection.stream;
+    socket.cork();
+    process.nextTick(() => socket.uncork());
   }
 
   private defer(answer: Promise<pg.QueryResult>): Promise<pg.QueryResult> {

@@ -1,10 +1,13 @@
 // The pool's PostgreSQL client (src/storage/pg-client.ts): writes marked deferred() are answered
 // at once inside a transaction and pipelined with what follows; their failures reach the caller
-// at the next statement it waits for, and a transaction with a failed write keeps nothing.
+// at the next statement it waits for, and a transaction with a failed write keeps nothing. What
+// is pipelined leaves in one write to the socket.
+import type { Duplex } from 'node:stream';
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type Storage, openStorage } from '../../src/storage/db.js';
+import { PgClient } from '../../src/storage/pg-client.js';
 import { deferred } from '../../src/storage/pg-prepared.js';
 import { STORAGE_KINDS, type TestStorage, createTestStorage } from '../helpers/storage.js';
 
@@ -113,5 +116,54 @@ describe.skipIf(!STORAGE_KINDS.includes('postgres'))('PgClient: deferred writes 
       await trx.executeQuery(insert('i'));
     });
     expect(await ids()).toEqual(['i', 'taken']);
+  });
+});
+
+describe.skipIf(!STORAGE_KINDS.includes('postgres'))('PgClient: writes to the socket (postgres)', () => {
+  let base: TestStorage;
+  let client: PgClient;
+  /** Writes the socket made (one per write(2)/writev(2) Node issues), counted from a mark. */
+  let writes = 0;
+
+  beforeAll(async () => {
+    base = await createTestStorage('postgres');
+    client = new PgClient({ connectionString: process.env.DATABASE_URL, options: `-c search_path=${base.pgSchema}` });
+    await client.connect();
+    await client.query('CREATE TABLE socket_writes (id text PRIMARY KEY)');
+    const socket = client.connection.stream as Duplex & { _write: Duplex['_write']; _writev?: Duplex['_writev'] };
+    const write = socket._write.bind(socket);
+    const writev = socket._writev!.bind(socket);
+    socket._write = (...args) => {
+      writes++;
+      write(...args);
+    };
+    socket._writev = (...args) => {
+      writes++;
+      writev(...args);
+    };
+  });
+  afterAll(async () => {
+    await client?.end();
+    await base?.destroy();
+  });
+
+  it('sends begin with the first statement, and a run of deferred writes with the statement that ends it, in one write each', async () => {
+    writes = 0;
+    const begun = client.query('begin');
+    const first = client.query('SELECT 1 AS one');
+    await Promise.all([begun, first]);
+    expect(writes).toBe(1);
+
+    writes = 0;
+    const runOfWrites = [client.query(deferred('INSERT INTO socket_writes (id) VALUES ($1)'), ['a']), client.query(deferred('INSERT INTO socket_writes (id) VALUES ($1)'), ['b'])];
+    const counted = client.query('SELECT count(*)::int AS n FROM socket_writes');
+    await Promise.all(runOfWrites);
+    expect((await counted).rows[0].n).toBe(2);
+    expect(writes).toBe(1);
+
+    writes = 0;
+    await client.query('commit');
+    expect(writes).toBe(1);
+    expect((await client.query('SELECT count(*)::int AS n FROM socket_writes')).rows[0].n).toBe(2);
   });
 });
