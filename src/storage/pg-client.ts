@@ -47,7 +47,7 @@ export class PgClient extends pg.Client {
         return this.defer(send());
       }
       const answer = send();
-      if (text === 'rollback') return this.afterRollback(answer);
+      if (ROLLBACK.test(text)) return this.afterRollback(answer);
       return this.unanswered.size === 0 && this.failure === null ? answer : this.afterDeferred(answer);
     }) as pg.Client['query'];
   }
@@ -103,7 +103,11 @@ export class PgClient extends pg.Client {
     return result;
   }
 
-  /** ROLLBACK undoes the deferred writes with the rest: their failure is not the caller's to see any more. */
+  /**
+   * ROLLBACK undoes the deferred writes with the rest, and ROLLBACK TO SAVEPOINT those sent since
+   * the savepoint (one that failed before it would have failed SAVEPOINT, which is waited for):
+   * their failure is not the caller's to see any more.
+   */
   private async afterRollback(answer: Promise<pg.QueryResult>): Promise<pg.QueryResult> {
     try {
       return await answer;
@@ -123,6 +127,9 @@ export class PgClient extends pg.Client {
     return failure;
   }
 }
+
+/** Kysely's `rollback` and `rollback to "savepoint"`. */
+const ROLLBACK = /^rollback\b/i;
 
 /** Deferred statements one connection holds unanswered at most (a bound on what a caller's loop may queue). */
 const MAX_UNANSWERED = 64;

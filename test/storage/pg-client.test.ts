@@ -103,6 +103,19 @@ describe.skipIf(!STORAGE_KINDS.includes('postgres'))('PgClient: deferred writes 
     expect(await ids()).toEqual(['h']);
   });
 
+  it('forgets a deferred failure undone by a rollback to the savepoint before it, and commits the rest', async () => {
+    await sql`INSERT INTO pipelined (id, value) VALUES ('taken', 'v')`.execute(db);
+    await db.transaction().execute(async (trx) => {
+      await sql`SELECT 1`.execute(trx);
+      await trx.executeQuery(insert('j'));
+      await sql`SAVEPOINT one_message`.execute(trx);
+      await trx.executeQuery(insert('taken'));
+      await sql`ROLLBACK TO SAVEPOINT one_message`.execute(trx);
+      await trx.executeQuery(insert('k'));
+    });
+    expect(await ids()).toEqual(['j', 'k', 'taken']);
+  });
+
   it('leaves the connection clean after a rolled-back transaction whose deferred write failed', async () => {
     await sql`INSERT INTO pipelined (id, value) VALUES ('taken', 'v')`.execute(db);
     const failing = db.transaction().execute(async (trx) => {
