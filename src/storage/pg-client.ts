@@ -88,19 +88,14 @@ export class PgClient extends pg.Client {
 
   /** A waited-for statement: answered after the deferred ones before it, and failing with their first failure. */
   private async afterDeferred(answer: Promise<pg.QueryResult>): Promise<pg.QueryResult> {
-    let result: pg.QueryResult;
     try {
-      result = await answer;
-    } catch (error) {
+      return await answer;
+    } finally {
       await this.settled();
       const failure = this.takeFailure();
+      // eslint-disable-next-line no-unsafe-finally -- the deferred write's failure is the cause of this one's, or unseen otherwise
       if (failure !== undefined) throw failure;
-      throw error;
     }
-    await this.settled();
-    const failure = this.takeFailure();
-    if (failure !== undefined) throw failure;
-    return result;
   }
 
   /**
