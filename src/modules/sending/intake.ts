@@ -10,7 +10,7 @@ import { type Recipient, planRecipientUpsert } from '../users/users.service.js';
 import { type IdempotencyRow, IdempotencyRepository } from './idempotency.repository.js';
 import { type AcceptedSend, MessagesRepository } from './messages.repository.js';
 import type { MessageRow } from './sending.tables.js';
-import { UsageRepository } from './usage.repository.js';
+import { UsageRepository, isUsageCapRefusal } from './usage.repository.js';
 
 /**
  * Everything one accepted send writes, computed and validated before any statement runs. The
@@ -106,7 +106,7 @@ export class SendIntake {
    * caller retries. For writes that must commit with the send (a digest's claim and its message).
    */
   acceptWithin(trx: Kysely<CoreTables>, units: IntakeUnit[]): Promise<IntakeOutcome[]> {
-    return this.writeBatch(trx, units, false);
+    return this.writeBatch(trx, units, tallyOf(units), false, false);
   }
 
   /** A unit alone that met a concurrent batch (RedoAlone) reads again and retries, a few times. */
@@ -124,10 +124,28 @@ export class SendIntake {
   /** One transaction; a batch counted from a stale count (StaleCount) is written again from a read. */
   private async write(units: IntakeUnit[]): Promise<IntakeOutcome[]> {
     try {
-      return await this.transaction((trx) => this.writeBatch(trx, units, true));
+      return await this.writeAlone(units, true);
     } catch (error) {
       if (!(error instanceof StaleCount)) throw error;
-      return this.transaction((trx) => this.writeBatch(trx, units, false));
+      return this.writeAlone(units, false);
+    }
+  }
+
+  /**
+   * The batch in a transaction of its own. On PostgreSQL it is counted with its COMMIT
+   * (countOrAbort, one round trip fewer): a count refused fails the commit, and is then what a
+   * refused tryCount is in writeBatch. Which of the batch's counters refused is not known here:
+   * a batch with any count taken from this process's last one is redone from a read first.
+   */
+  private async writeAlone(units: IntakeUnit[], fromLastCounts: boolean): Promise<IntakeOutcome[]> {
+    const tallies = tallyOf(units);
+    const countWithCommit = this.deps.storage.dialect === 'postgres';
+    try {
+      return await this.transaction((trx) => this.writeBatch(trx, units, tallies, fromLastCounts, countWithCommit));
+    } catch (error) {
+      if (!countWithCommit || !isUsageCapRefusal(error)) throw error;
+      for (const tally of tallies) this.lastCounts.delete(countKey(tally));
+      throw tallies.some((t) => t.fromLastCount) ? new StaleCount() : new RedoAlone();
     }
   }
 
@@ -135,10 +153,10 @@ export class SendIntake {
     return this.deps.db.transaction().execute(fn);
   }
 
-  private async writeBatch(trx: Kysely<CoreTables>, units: IntakeUnit[], fromLastCounts: boolean): Promise<IntakeOutcome[]> {
+  /** `countWithCommit`: count without waiting, failing the transaction when refused (writeAlone). */
+  private async writeBatch(trx: Kysely<CoreTables>, units: IntakeUnit[], tallies: Tally[], fromLastCounts: boolean, countWithCommit: boolean): Promise<IntakeOutcome[]> {
     const sqlite = this.deps.storage.sqlite;
     const usage = new UsageRepository(trx, sqlite);
-    const tallies = tallyOf(units);
     // On SQLite, first a write: it takes the write lock, so nothing read below goes stale.
     // PostgreSQL locks rows, not the database: a counter is created when first counted (tryCount).
     if (this.deps.storage.dialect === 'sqlite') await usage.ensureCounters(tallies);
@@ -195,8 +213,15 @@ export class SendIntake {
     // since the count this process last saw (another process counted): redo from a read.
     for (const tally of tallies) {
       if (tally.counted === 0) continue;
-      const key = `${tally.accountId}\u0000${tally.cycleStart}`;
-      const count = await usage.tryCount(tally.accountId, tally.cycleStart, tally.cap, tally.counted);
+      const key = countKey(tally);
+      let count: number | null;
+      if (countWithCommit) {
+        await usage.countOrAbort(tally.accountId, tally.cycleStart, tally.cap, tally.counted);
+        // What this batch saw plus what it counted: at most the count the commit leaves (other
+        // processes may have counted too). Too low a count kept only lets a later batch skip the
+        // read and be redone from one if its count is refused (readCounts).
+        count = tally.used + tally.counted;
+      } else count = await usage.tryCount(tally.accountId, tally.cycleStart, tally.cap, tally.counted);
       if (count === null) {
         this.lastCounts.delete(key);
         throw tally.fromLastCount ? new StaleCount() : new RedoAlone();
@@ -218,7 +243,7 @@ export class SendIntake {
   private async readCounts(usage: UsageRepository, tallies: Tally[], fromLastCounts: boolean): Promise<void> {
     const unread: Tally[] = [];
     for (const tally of tallies) {
-      const last = fromLastCounts ? this.lastCounts.get(`${tally.accountId}\u0000${tally.cycleStart}`) : undefined;
+      const last = fromLastCounts ? this.lastCounts.get(countKey(tally)) : undefined;
       if (last !== undefined && last + tally.units <= tally.minCap) {
         tally.used = last;
         tally.fromLastCount = true;
@@ -226,7 +251,7 @@ export class SendIntake {
     }
     if (unread.length === 0) return;
     const used = await usage.usedMany(unread);
-    for (const tally of unread) tally.used = used.get(`${tally.accountId}\u0000${tally.cycleStart}`) ?? 0;
+    for (const tally of unread) tally.used = used.get(countKey(tally)) ?? 0;
   }
 
   /**
@@ -300,6 +325,11 @@ interface Tally {
   /** Whether `used` is the count this process last saw rather than a read. */
   fromLastCount: boolean;
   counted: number;
+}
+
+/** A cycle's key in lastCounts and in UsageRepository.usedMany's answer. */
+function countKey(tally: Pick<Tally, 'accountId' | 'cycleStart'>): string {
+  return `${tally.accountId}\u0000${tally.cycleStart}`;
 }
 
 /** The batch's cycles; a batch holds few accounts, so a scan is cheaper than a key per send. */

@@ -1,7 +1,7 @@
 import type SQLite from 'better-sqlite3';
 import { CompiledQuery, type Kysely } from 'kysely';
 import { heldSqlite } from '../../storage/db.js';
-import { prepared } from '../../storage/pg-prepared.js';
+import { deferred, prepared } from '../../storage/pg-prepared.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { SendingDb, SendingTables } from './sending.tables.js';
 
@@ -12,6 +12,14 @@ const PG_INCREMENT = prepared(
   'usage_increment',
   'UPDATE usage_counters SET messages = messages + $1::integer WHERE account_id = $2 AND cycle_start = $3 AND messages <= $4::integer RETURNING messages',
 );
+/** Migration 0094's function; its refusal is SQLSTATE UC001 (isUsageCapRefusal). */
+const PG_COUNT_OR_ABORT = deferred(prepared('usage_count_or_abort', 'SELECT clarion_count_usage($1, $2, $3::integer, $4::integer)'));
+const USAGE_CAP_SQLSTATE = 'UC001';
+
+/** Whether a PostgreSQL error is countOrAbort's refusal (the messages did not fit under the cap). */
+export function isUsageCapRefusal(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === USAGE_CAP_SQLSTATE;
+}
 
 /**
  * Usage counters. Given the SQLite connection, the batch methods of the send intake run as
@@ -48,6 +56,17 @@ export class UsageRepository {
       .onConflict((oc) => oc.columns(['account_id', 'cycle_start']).doNothing())
       .execute();
     return this.increment(accountId, cycleStart, cap, count);
+  }
+
+  /**
+   * PostgreSQL, in the caller's transaction: counts as tryCount does, but sent without waiting
+   * for its answer (a deferred statement, sent with what follows it: the intake's COMMIT). When
+   * the messages do not fit, nothing is counted and the transaction fails: the next statement the
+   * caller waits for, or its COMMIT, throws an error for which isUsageCapRefusal() is true.
+   * Measured (issue 11, CLARION_ROLE=api on PostgreSQL): a group commit's round trips 3 -> 2.
+   */
+  async countOrAbort(accountId: string, cycleStart: string, cap: number, count: number): Promise<void> {
+    await this.db.executeQuery(CompiledQuery.raw(PG_COUNT_OR_ABORT, [accountId, cycleStart, count, cap]));
   }
 
   /** PostgreSQL (a prepared statement: run by every group commit). */
