@@ -15,14 +15,18 @@ const ATTEMPT_READ_CHUNK = 1000;
 
 
 /**
- * PostgreSQL: a batch's message rows as one array per column (every column is text), so the
- * statement's text and its 24 parameters are the same whatever the batch's size. A multi-row
- * VALUES list has 24 parameters per row, which PostgreSQL parses, analyses and plans anew on
- * every batch and Kysely builds and compiles (measured, issue 11: parse, analysis and planning
- * were about a third of PostgreSQL's CPU per accepted send).
+ * PostgreSQL: a batch's message rows as one JSON parameter (json_populate_recordset over the
+ * table's row type), so the statement's text is the same whatever the batch's size: a multi-row
+ * VALUES list has 24 parameters per row, which PostgreSQL parses, analyses and plans anew on every
+ * batch and Kysely builds and compiles (measured, issue 11: parse, analysis and planning were
+ * about a third of PostgreSQL's CPU per accepted send). One JSON.stringify rather than an array
+ * per column: node-postgres escapes each array element in JavaScript (the request's JSON is full
+ * of quotes), about 3% of the API process's main thread (CPU profile, CLARION_ROLE=api).
  */
 // Deferred: inside the intake's transaction it is sent with the usage count that follows it (PgClient).
-const INSERT_MESSAGE_COLUMNS = deferred(prepared('intake_messages', `INSERT INTO messages (${MESSAGE_COLUMNS.join(', ')}) SELECT * FROM unnest(${MESSAGE_COLUMNS.map((_, i) => `$${i + 1}::text[]`).join(', ')})`));
+const INSERT_MESSAGE_ROWS = deferred(
+  prepared('intake_message_rows', `INSERT INTO messages (${MESSAGE_COLUMNS.join(', ')}) SELECT ${MESSAGE_COLUMNS.join(', ')} FROM json_populate_recordset(NULL::messages, $1::json)`),
+);
 
 /**
  * The job that routes messages: `{ trackingId }` for one (a scheduled send, or one enqueued
@@ -81,8 +85,7 @@ export class MessagesRepository {
     if (direct.length > 0) {
       const rows = await this.withJobs(direct, jobs);
       if (this.postgres) {
-        const columns = MESSAGE_COLUMNS.map((column) => rows.map((row) => row[column]));
-        await this.db.executeQuery(CompiledQuery.raw(INSERT_MESSAGE_COLUMNS, columns));
+        await this.db.executeQuery(CompiledQuery.raw(INSERT_MESSAGE_ROWS, [JSON.stringify(rows)]));
       } else {
         // Bounded statements: a broadcast's batch may hold thousands of sends.
         for (let i = 0; i < rows.length; i += MESSAGES_PER_INSERT) await this.db.insertInto('messages').values(rows.slice(i, i + MESSAGES_PER_INSERT)).execute();
