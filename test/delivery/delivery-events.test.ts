@@ -3,6 +3,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AttemptRow } from '../../src/modules/sending/sending.tables.js';
+import { deferred } from '../../src/storage/pg-prepared.js';
 import { STORAGE_KINDS, type TestStorage, createTestStorage } from '../helpers/storage.js';
 import { AT, capturingLedger, deliveryOf, deliveryRow, eventsOf, messageRow, messageState, seed } from './ledger-fixtures.js';
 
@@ -133,6 +134,44 @@ describe.each(STORAGE_KINDS)('delivery_events (%s)', (kind) => {
     });
     expect(await messageState(storage.db, 'sp-dropped')).toBe('queued');
     expect((await eventsOf(storage.db, { envId: 'env-sp' })).map((e) => [e.id, e.tracking_id])).toEqual([[1, 'sp-kept']]);
+  });
+
+  it("fails one message's savepoint alone when its attempt cannot be written, as the worker writes them (SAVEPOINT and the attempt sent without waiting on PostgreSQL, RELEASE waited for)", async () => {
+    const { ledger } = capturingLedger(storage);
+    const [first, broken, last] = ['dw-first', 'dw-broken', 'dw-last'].map((id) => messageRow({ tracking_id: id, account_id: 'acc', env_id: 'env-dw', state: 'queued' }));
+    await seed(storage.db, [first, broken, last]);
+    const inapp = (m: typeof first) => deliveryRow(m, { id: `${m.tracking_id}-inapp`, channel: 'inapp', status: 'delivered', attempts: 1, sent_at: AT, delivered_at: AT });
+    const failures: string[] = [];
+    await ledger.transaction(async (tx) => {
+      for (const message of [first, broken, last]) {
+        await sql.raw(deferred('savepoint process_message')).execute(tx.db);
+        const mark = tx.checkpoint();
+        try {
+          await tx.markProcessed(message, { at: AT, skipped: {} });
+          // The broken message's attempt reuses the first one's attempt id: a duplicate key, known only once RELEASE is answered.
+          const delivery = inapp(message);
+          const own = attempt(delivery.id, 1);
+          await tx.insertDeliveries([delivery], [message === broken ? { ...own, id: attempt(inapp(first).id, 1).id } : own]);
+          await sql`release savepoint process_message`.execute(tx.db);
+        } catch (err) {
+          failures.push(`${message.tracking_id}: ${(err as { code?: string }).code ?? (err as Error).message}`);
+          await sql`rollback to savepoint process_message`.execute(tx.db);
+          await sql`release savepoint process_message`.execute(tx.db);
+          tx.rollbackTo(mark);
+        }
+      }
+    });
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatch(kind === 'postgres' ? /^dw-broken: 23505$/ : /^dw-broken: SQLITE_CONSTRAINT_PRIMARYKEY$/);
+    expect([await messageState(storage.db, 'dw-first'), await messageState(storage.db, 'dw-broken'), await messageState(storage.db, 'dw-last')]).toEqual(['processed', 'queued', 'processed']);
+    expect((await eventsOf(storage.db, { envId: 'env-dw' })).map((e) => [e.tracking_id, e.to_state])).toEqual([
+      ['dw-first', 'processed'],
+      ['dw-first', 'pending'],
+      ['dw-first', 'delivered'],
+      ['dw-last', 'processed'],
+      ['dw-last', 'pending'],
+      ['dw-last', 'delivered'],
+    ]);
   });
 
   it('numbers concurrent transactions of one environment without gaps or repeats', async () => {

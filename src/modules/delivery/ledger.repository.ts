@@ -1,6 +1,7 @@
-import { type Kysely, type RawBuilder, type Updateable, sql } from 'kysely';
+import { CompiledQuery, type Kysely, type RawBuilder, type Updateable, sql } from 'kysely';
 import { sqliteInsert } from '../../storage/bulk-insert.js';
 import type { Dialect } from '../../storage/db.js';
+import { deferred } from '../../storage/pg-prepared.js';
 import { paddedToPowerOfTwo, powerOfTwoChunks } from '../../storage/statement-shapes.js';
 import type { CoreTables } from '../../storage/schema.js';
 import { ATTEMPT_COLUMNS, type AttemptRow, DELIVERY_COLUMNS, type DeliveriesTable, type DeliveryRow, type MessagesTable, type ProviderEventsTable, type SendingTables } from '../sending/sending.tables.js';
@@ -131,12 +132,20 @@ export class LedgerRepository {
     await this.insertAll('delivery_attempts', ATTEMPT_COLUMNS, rows);
   }
 
-  /** Inserts rows of a ledger table, in insertChunks statements (on SQLite written as text: sqliteInsert). */
+  /**
+   * Inserts rows of a ledger table, in insertChunks statements (on SQLite written as text:
+   * sqliteInsert). On PostgreSQL they are deferred (PgClient): nobody reads what they answer, so
+   * inside a transaction they go with the statement after them instead of a round trip each (a
+   * failure is thrown by the next statement waited for, or by COMMIT).
+   */
   private async insertAll<T extends 'delivery_attempts' | 'delivery_events'>(table: T, columns: readonly (keyof (SendingTables & DeliveryTables)[T] & string)[], rows: (SendingTables & DeliveryTables)[T][]): Promise<void> {
     for (const chunk of this.insertChunks(rows)) {
       if (this.dialect === 'sqlite') await this.db.executeQuery(sqliteInsert(table, columns, chunk));
       // (Kysely cannot relate a generic table's row type to its insert type: the rows are whole rows of it.)
-      else await this.db.insertInto(table).values(chunk as never).execute();
+      else {
+        const insert = this.db.insertInto(table).values(chunk as never).compile();
+        await this.db.executeQuery(CompiledQuery.raw(deferred(insert.sql), [...insert.parameters]));
+      }
     }
   }
 

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { deferred } from '../../storage/pg-prepared.js';
 import type { Deps } from '../../deps.js';
 import { asError, type JobContext, PermanentJobError, type Queue } from '../../queue/port.js';
 import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.js';
@@ -378,7 +379,9 @@ export class DeliveryWorker {
         alone = plans.filter((p) => !done.has(p));
       }
       for (const { index, plan } of alone) {
-        await sql`savepoint process_message`.execute(trx);
+        // Deferred (PgClient): sent with the message's first statement. RELEASE is waited for, so a
+        // failure of a deferred write of this message is thrown here, inside its savepoint.
+        await sql.raw(deferred('savepoint process_message')).execute(trx);
         const events = tx.checkpoint();
         try {
           const after = await this.apply(tx, plan);
