@@ -14,7 +14,8 @@ type QueryArgs = Parameters<pg.Client['query']>;
  * - writes marked by deferred(), once PostgreSQL has confirmed the transaction is open.
  * Measured (issue 11, bench postgres, CLARION_ROLE=api): a group commit of the send intake went
  * from six round trips (begin, read the recipients, insert the jobs, insert the messages, count
- * usage, commit) to three, each of them waiting on the other process and on a busy event loop.
+ * usage, commit) to three, each of them waiting on the other process and on a busy event loop;
+ * with the usage count deferred too (UsageRepository.countOrAbort), two.
  *
  * Why it is safe: PostgreSQL runs a connection's statements in the order sent, so a statement
  * sent after a deferred one sees its effects, and inside a transaction a failed statement aborts
