@@ -13,6 +13,14 @@ export async function pgNotify<DB>(db: Kysely<DB>, channel: string, payload: str
 }
 
 /**
+ * NOTIFY of several payloads in one statement, in their order (PostgreSQL delivers a
+ * transaction's notifications in the order they were sent, and unnest yields the array's).
+ */
+export async function pgNotifyMany<DB>(db: Kysely<DB>, channel: string, payloads: string[]): Promise<void> {
+  await sql`select pg_notify(${channel}, p) from unnest(${payloads}::text[]) as p`.execute(db);
+}
+
+/**
  * LISTEN on one channel over a dedicated connection (a pooled one would lose its LISTEN when
  * returned), reconnecting with backoff when the connection drops.
  */

@@ -195,6 +195,30 @@ describe.each(STORAGE_KINDS)('in-app websocket (%s)', (kind) => {
       await otherStorage.close();
     }
   });
+
+  if (kind === 'postgres') it('sends the NOTIFYs of concurrent publishes (a delivery batch after its commit) in one statement, in the order published', async () => {
+    const gina = `gina-${randomUUID()}`;
+    const socket = await connect(`userId=${gina}&envId=${t.account.clientId}`);
+    await connected(gina, 1);
+    const otherStorage: Storage = t.storage.reopen();
+    const otherDeps = buildDeps(t.deps.config, { storage: otherStorage, logger: pino({ level: 'silent' }), secrets: new Secrets(randomBytes(32)) });
+    try {
+      const first = await new InappService(otherDeps).deliver(input(gina, { trackingId: 'batch-00' }));
+      const executor = otherDeps.db.getExecutor();
+      const executed = vi.spyOn(executor, 'executeQuery');
+      const scope = { accountId: t.account.accountId, envId: t.account.clientId, userId: gina };
+      const ids = Array.from({ length: 12 }, (_, i) => `batch-${String(i + 1).padStart(2, '0')}`);
+      await Promise.all(ids.map((id) => otherDeps.inappRealtime.publish(scope, [{ ...first.notification, id }])));
+      const notifies = executed.mock.calls.filter(([query]) => query.sql.includes('pg_notify'));
+      executed.mockRestore();
+      expect(notifies).toHaveLength(1);
+      const messages = await socket.nextCount(13);
+      expect(messages.map((m) => m.payload.notifications[0].id)).toEqual(['batch-00', ...ids]);
+    } finally {
+      await otherDeps.inappRealtime.close();
+      await otherStorage.close();
+    }
+  });
 });
 
 describe('socket hub heartbeat', () => {

@@ -403,9 +403,8 @@ export class DeliveryWorker {
       if (!committed.has(plan.trackingId)) continue;
       for (const row of plan.rows) if (row.status === 'pending') routed.handed.push({ delivery: row, message: plan.message });
     }
-    for (const run of afterCommit) {
-      await run().catch((err: unknown) => this.deps.logger.warn({ err }, 'after-commit step of a delivery failed'));
-    }
+    // Started in order, run together: the in-app publishes of a batch share their NOTIFY statement (InappRealtime).
+    await Promise.all(afterCommit.map((run) => run().catch((err: unknown) => this.deps.logger.warn({ err }, 'after-commit step of a delivery failed'))));
     return routed;
   }
 
