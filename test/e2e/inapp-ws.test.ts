@@ -92,6 +92,20 @@ describe.each(STORAGE_KINDS)('in-app websocket (%s)', (kind) => {
   const connected = (userId: string, count: number, envId = t.account.clientId) =>
     vi.waitFor(() => expect(t.deps.inappRealtime.connections(envId, userId)).toBe(count));
 
+  /** A user's socket on this process, and `run` in a second "process" (its own pool and in-app realtime, no sockets of its own). */
+  const withOtherProcess = async (user: string, run: (socket: InappSocket, other: ReturnType<typeof buildDeps>) => Promise<void>) => {
+    const socket = await connect(`userId=${user}&envId=${t.account.clientId}`);
+    await connected(user, 1);
+    const otherStorage: Storage = t.storage.reopen();
+    const otherDeps = buildDeps(t.deps.config, { storage: otherStorage, logger: pino({ level: 'silent' }), secrets: new Secrets(randomBytes(32)) });
+    try {
+      await run(socket, otherDeps);
+    } finally {
+      await otherDeps.inappRealtime.close();
+      await otherStorage.close();
+    }
+  };
+
   it('pushes a stored notification to the user\'s sockets, and nothing to another user', async () => {
     const alice = `alice-${randomUUID()}`;
     const bob = `bob-${randomUUID()}`;
@@ -162,13 +176,7 @@ describe.each(STORAGE_KINDS)('in-app websocket (%s)', (kind) => {
   // Cross-process fan-out exists only on PostgreSQL (one process owns an SQLite file).
   if (kind === 'postgres') it('reaches sockets held by another process over LISTEN/NOTIFY, large payloads included', async () => {
     const frank = `frank-${randomUUID()}`;
-    const socket = await connect(`userId=${frank}&envId=${t.account.clientId}`);
-    await connected(frank, 1);
-
-    // A second "process": its own pool and its own in-app realtime, no sockets of its own.
-    const otherStorage: Storage = t.storage.reopen();
-    const otherDeps = buildDeps(t.deps.config, { storage: otherStorage, logger: pino({ level: 'silent' }), secrets: new Secrets(randomBytes(32)) });
-    try {
+    await withOtherProcess(frank, async (socket, otherDeps) => {
       const worker = new InappService(otherDeps);
       expect(otherDeps.inappRealtime).not.toBe(t.deps.inappRealtime);
       const small = await worker.deliver(input(frank, { trackingId: 'remote-small' }));
@@ -190,19 +198,12 @@ describe.each(STORAGE_KINDS)('in-app websocket (%s)', (kind) => {
       expect(byId.marker).toEqual(marker.notification);
       // The marker came through the LISTEN connection after every earlier NOTIFY: no echo duplicated "local".
       expect(socket.messages).toHaveLength(4);
-    } finally {
-      await otherDeps.inappRealtime.close();
-      await otherStorage.close();
-    }
+    });
   });
 
   if (kind === 'postgres') it('sends the NOTIFYs of concurrent publishes (a delivery batch after its commit) in one statement, in the order published', async () => {
     const gina = `gina-${randomUUID()}`;
-    const socket = await connect(`userId=${gina}&envId=${t.account.clientId}`);
-    await connected(gina, 1);
-    const otherStorage: Storage = t.storage.reopen();
-    const otherDeps = buildDeps(t.deps.config, { storage: otherStorage, logger: pino({ level: 'silent' }), secrets: new Secrets(randomBytes(32)) });
-    try {
+    await withOtherProcess(gina, async (socket, otherDeps) => {
       const first = await new InappService(otherDeps).deliver(input(gina, { trackingId: 'batch-00' }));
       const executor = otherDeps.db.getExecutor();
       const executed = vi.spyOn(executor, 'executeQuery');
@@ -214,10 +215,7 @@ describe.each(STORAGE_KINDS)('in-app websocket (%s)', (kind) => {
       expect(notifies).toHaveLength(1);
       const messages = await socket.nextCount(13);
       expect(messages.map((m) => m.payload.notifications[0].id)).toEqual(['batch-00', ...ids]);
-    } finally {
-      await otherDeps.inappRealtime.close();
-      await otherStorage.close();
-    }
+    });
   });
 });
 
