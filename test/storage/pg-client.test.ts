@@ -60,28 +60,27 @@ describe.skipIf(!STORAGE_KINDS.includes('postgres'))('PgClient: deferred writes 
     expect((await sql<{ value: string }>`SELECT value FROM pipelined WHERE id = 'a'`.execute(db)).rows[0].value).toBe('after');
   });
 
-  it("fails the next statement waited for with the deferred write's own error, and keeps nothing of the transaction", async () => {
+  /**
+   * With 'taken' already stored: a transaction that waits for one statement, sends `written` as
+   * deferred inserts (one of them 'taken'), then waits for one more statement if `waitAfter`.
+   */
+  const writeOverTaken = async (written: string[], waitAfter: boolean) => {
     await sql`INSERT INTO pipelined (id, value) VALUES ('taken', 'v')`.execute(db);
-    const outcome = db.transaction().execute(async (trx) => {
+    return db.transaction().execute(async (trx) => {
       await sql`SELECT 1`.execute(trx);
-      await trx.executeQuery(insert('b'));
-      await trx.executeQuery(insert('taken'));
-      await trx.executeQuery(insert('c'));
-      await sql`SELECT 1`.execute(trx);
+      for (const id of written) await trx.executeQuery(insert(id));
+      if (waitAfter) await sql`SELECT 1`.execute(trx);
     });
+  };
+
+  it("fails the next statement waited for with the deferred write's own error, and keeps nothing of the transaction", async () => {
     // The duplicate key (23505), not "current transaction is aborted" (25P02) of the statements after it.
-    await expect(outcome).rejects.toMatchObject({ code: '23505' });
+    await expect(writeOverTaken(['b', 'taken', 'c'], true)).rejects.toMatchObject({ code: '23505' });
     expect(await ids()).toEqual(['taken']);
   });
 
   it('fails COMMIT when a deferred write failed and nothing was waited for after it (PostgreSQL answers it with a rollback)', async () => {
-    await sql`INSERT INTO pipelined (id, value) VALUES ('taken', 'v')`.execute(db);
-    const outcome = db.transaction().execute(async (trx) => {
-      await sql`SELECT 1`.execute(trx);
-      await trx.executeQuery(insert('d'));
-      await trx.executeQuery(insert('taken'));
-    });
-    await expect(outcome).rejects.toMatchObject({ code: '23505' });
+    await expect(writeOverTaken(['d', 'taken'], false)).rejects.toMatchObject({ code: '23505' });
     expect(await ids()).toEqual(['taken']);
   });
 

@@ -76,8 +76,8 @@ export class InappRealtime {
   private readonly closedEpochs = new Map<string, number>();
 
   /**
-   * New notifications' NOTIFYs, those submitted while one statement runs sent together by the
-   * next, in order. The delivery worker publishes each in-app message of a batch after its
+   * The NOTIFYs of new, changed and retracted notifications, those submitted while one statement
+   * runs sent together by the next, in order. The delivery worker publishes each in-app message of a batch after its
    * commit: one autocommit round trip each was, on PostgreSQL, one of the in-app message's six
    * (measured: drain of an in-app backlog, issue 11).
    */
@@ -88,7 +88,7 @@ export class InappRealtime {
     this.notifies = new Batcher((payloads) => this.notifyAll(payloads), NOTIFIES_PER_STATEMENT);
   }
 
-  /** One statement for the payloads; a failure is logged, never thrown (the rows are stored: other processes' clients see them on their next fetch). */
+  /** One statement for the payloads; a failure is logged, never thrown (the rows are written: other processes' clients see them on their next fetch). */
   private async notifyAll(payloads: string[]): Promise<Settled<void>[]> {
     try {
       await pgNotifyMany(this.deps.db, INAPP_NOTIFY_CHANNEL, payloads);
@@ -133,15 +133,12 @@ export class InappRealtime {
     if (trackingIds.length === 0) return;
     this.pushRetractedLocal(scope, trackingIds);
     if (this.deps.storage.dialect !== 'postgres') return;
+    const sent: Promise<void>[] = [];
     for (let i = 0; i < trackingIds.length; i += RETRACTED_IDS_PER_NOTIFY) {
       const message: FanoutMessage = { o: this.origin, a: scope.accountId, e: scope.envId, u: scope.userId, r: trackingIds.slice(i, i + RETRACTED_IDS_PER_NOTIFY) };
-      try {
-        await pgNotify(this.deps.db, INAPP_NOTIFY_CHANNEL, JSON.stringify(message));
-      } catch (err) {
-        // The notifications are gone; clients of other processes see it on their next fetch.
-        this.deps.logger.warn({ err }, 'in-app NOTIFY of a retract failed');
-      }
+      sent.push(this.notifies.submit(JSON.stringify(message)));
     }
+    await Promise.all(sent);
   }
 
   /**
@@ -158,11 +155,7 @@ export class InappRealtime {
     const local = (this.localReads = this.localReads.then(() => this.pushStored(scope, ids)));
     await local;
     if (this.deps.storage.dialect !== 'postgres') return;
-    try {
-      await pgNotify(this.deps.db, INAPP_NOTIFY_CHANNEL, JSON.stringify({ o: this.origin, a: scope.accountId, e: scope.envId, u: scope.userId, ids } satisfies FanoutMessage));
-    } catch (err) {
-      this.deps.logger.warn({ err }, 'in-app NOTIFY failed');
-    }
+    await this.notifies.submit(JSON.stringify({ o: this.origin, a: scope.accountId, e: scope.envId, u: scope.userId, ids } satisfies FanoutMessage));
   }
 
   /**
