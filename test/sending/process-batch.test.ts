@@ -1,8 +1,10 @@
 // A batch of messages is routed together: their state changes and deliveries are written with a
 // few statements for the batch, and no delivery job (the routing job makes the first attempts);
-// should that fail, each message is written alone.
+// in-app deliveries are made in the same transaction, one INSERT for the batch; should that
+// fail, each message is written alone.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { LedgerSession } from '../../src/modules/delivery/ledger.js';
+import { InappRepository } from '../../src/modules/inapp/inapp.repository.js';
 import { DELIVER_JOB, DeliveryWorker } from '../../src/modules/sending/delivery.worker.js';
 import { buildExecutors } from '../../src/modules/sending/executors/index.js';
 import type { DeliveryTables } from '../../src/modules/delivery/delivery.tables.js';
@@ -36,8 +38,19 @@ describe.each(STORAGE_KINDS)('routing a batch of messages (%s)', (kind) => {
     };
   });
 
-  async function sendAndRoute(type: string): Promise<string[]> {
-    const trackingIds = await sendEmails(t, type, [0, 1, 2].map((i) => `${type}${i}@example.com`));
+  /** Three in-app sends of `type`, one per user, answered 200; their trackingIds in order. */
+  async function sendInapp(type: string): Promise<string[]> {
+    const trackingIds: string[] = [];
+    for (const i of [0, 1, 2]) {
+      const res = await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: { type, to: { id: `${type}${i}` }, inapp: { title: `Hello ${i}` } } });
+      expect(res.statusCode).toBe(200);
+      trackingIds.push(res.json<{ trackingId: string }>().trackingId);
+    }
+    return trackingIds;
+  }
+
+  async function sendAndRoute(type: string, send = (kind: string) => sendEmails(t, kind, [0, 1, 2].map((i) => `${kind}${i}@example.com`))): Promise<string[]> {
+    const trackingIds = await send(type);
     const { executors, close } = buildExecutors(t.deps, t.services);
     const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
     try {
@@ -87,6 +100,61 @@ describe.each(STORAGE_KINDS)('routing a batch of messages (%s)', (kind) => {
       expect(failed).toBe(1);
     } finally {
       spy.mockRestore();
+    }
+  });
+
+  /** Rows each call of InappRepository.insertManyIfAbsent was given; `failFirstBatch`: the first call with several rows fails. */
+  function watchInappInserts(failFirstBatch = false) {
+    const { insertManyIfAbsent } = InappRepository.prototype as { insertManyIfAbsent: (this: InappRepository, ...args: Parameters<InappRepository['insertManyIfAbsent']>) => Promise<Set<string>> };
+    const calls: string[][] = [];
+    let failed = 0;
+    const spy = vi.spyOn(InappRepository.prototype, 'insertManyIfAbsent').mockImplementation(function (this: InappRepository, rows) {
+      calls.push(rows.map((r) => r.tracking_id));
+      if (failFirstBatch && rows.length > 1 && failed++ === 0) return Promise.reject(new Error('the batch INSERT failed'));
+      return insertManyIfAbsent.call(this, rows);
+    });
+    return { calls, failed: () => failed, restore: () => spy.mockRestore() };
+  }
+
+  /** Every in-app send is stored, delivered with one successful attempt, and its events are in order. */
+  async function expectDeliveredInapp(trackingIds: string[]): Promise<void> {
+    const messages = await db().selectFrom('messages').select(['tracking_id', 'state']).where('tracking_id', 'in', trackingIds).orderBy('tracking_id').execute();
+    expect(messages.map((m) => m.state)).toEqual(['processed', 'processed', 'processed']);
+    const stored = await t.deps.db.selectFrom('inapp_notifications' as never).select(['tracking_id', 'title'] as never).where('tracking_id' as never, 'in', trackingIds as never).execute() as { tracking_id: string; title: string }[];
+    expect(stored.map((n) => `${n.tracking_id} ${n.title}`).sort()).toEqual(trackingIds.map((id, i) => `${id} Hello ${i}`).sort());
+    const deliveries = await db().selectFrom('deliveries').select(['id', 'tracking_id', 'status', 'attempts', 'provider_message_id']).where('tracking_id', 'in', trackingIds).execute();
+    expect(deliveries.map((d) => `${d.tracking_id} ${d.status} ${d.attempts} ${d.provider_message_id}`).sort()).toEqual(trackingIds.map((id) => `${id} delivered 1 ${id}`).sort());
+    const attempts = await db().selectFrom('delivery_attempts').select(['delivery_id', 'outcome']).where('delivery_id', 'in', deliveries.map((d) => d.id)).execute();
+    expect(attempts.map((a) => a.outcome)).toEqual(['success', 'success', 'success']);
+    expect(enqueued).toEqual([]);
+    const events = await db().selectFrom('delivery_events').select(['tracking_id', 'kind', 'from_state', 'to_state', 'id']).where('tracking_id', 'in', trackingIds).orderBy('id').execute();
+    const each = trackingIds.map((id) => events.filter((e) => e.tracking_id === id).map((e) => `${e.kind} ${e.from_state ?? 'new'} -> ${e.to_state}`));
+    expect(each[0][0]).toBe('message queued -> processed');
+    expect(each[0].at(-1)).toBe('delivery pending -> delivered');
+    expect(each[1]).toEqual(each[0]);
+    expect(each[2]).toEqual(each[0]);
+  }
+
+  it('stores the in-app deliveries of a batch with one INSERT, each with its attempt and events', async () => {
+    const inserts = watchInappInserts();
+    try {
+      const trackingIds = await sendAndRoute('inapp_together', sendInapp);
+      expect(inserts.calls).toEqual([trackingIds]);
+      await expectDeliveredInapp(trackingIds);
+    } finally {
+      inserts.restore();
+    }
+  });
+
+  it('stores each in-app delivery alone when the batch INSERT fails', async () => {
+    const inserts = watchInappInserts(true);
+    try {
+      const trackingIds = await sendAndRoute('inapp_alone', sendInapp);
+      expect(inserts.failed()).toBe(1);
+      expect(inserts.calls).toEqual([trackingIds, ...trackingIds.map((id) => [id])]);
+      await expectDeliveredInapp(trackingIds);
+    } finally {
+      inserts.restore();
     }
   });
 });

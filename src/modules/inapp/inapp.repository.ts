@@ -45,6 +45,12 @@ export interface InappScope {
 /** A Kysely instance or an open transaction (callers may pass their own transaction). */
 export type AnyKysely = Kysely<CoreTables>;
 
+/** A notification's identity: (env, user, trackingId), its unique key. */
+export const inappKey = (row: Pick<InappRow, 'env_id' | 'user_id' | 'tracking_id'>) => `${row.env_id}\u0000${row.user_id}\u0000${row.tracking_id}`;
+
+/** 23 columns a row: 11,500 parameters a statement, under SQLite's 32,766 and PostgreSQL's 65,535. */
+const ROWS_PER_INSERT = 500;
+
 export class InappRepository {
   private readonly db: Kysely<CoreTables & InappTables>;
   constructor(db: AnyKysely) {
@@ -59,15 +65,22 @@ export class InappRepository {
       .where('user_id', '=', scope.userId);
   }
 
-  /** Inserts unless (env, user, trackingId) exists; true when this call created the row. */
-  async insertIfAbsent(row: InappRow): Promise<boolean> {
-    const inserted = await this.db
-      .insertInto('inapp_notifications')
-      .values(row)
-      .onConflict((oc) => oc.columns(['env_id', 'user_id', 'tracking_id']).doNothing())
-      .returning('tracking_id')
-      .execute();
-    return inserted.length === 1;
+  /**
+   * Inserts the rows whose (env, user, trackingId) is not stored yet, a statement for up to
+   * ROWS_PER_INSERT rows; answers the keys (inappKey) of the rows this call inserted.
+   */
+  async insertManyIfAbsent(rows: InappRow[]): Promise<Set<string>> {
+    const inserted = new Set<string>();
+    for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+      const written = await this.db
+        .insertInto('inapp_notifications')
+        .values(rows.slice(i, i + ROWS_PER_INSERT))
+        .onConflict((oc) => oc.columns(['env_id', 'user_id', 'tracking_id']).doNothing())
+        .returning(['env_id', 'user_id', 'tracking_id'])
+        .execute();
+      for (const row of written) inserted.add(inappKey(row));
+    }
+    return inserted;
   }
 
   find(scope: InappScope, trackingId: string): Promise<InappRow | undefined> {

@@ -13,7 +13,7 @@ import {
   toInappNotification,
 } from './inapp.model.js';
 import type { InappRealtime } from './inapp.realtime.js';
-import { type AnyKysely, InappRepository, type InappRow, type InappRowPatch, type InappScope } from './inapp.repository.js';
+import { type AnyKysely, InappRepository, type InappRow, type InappRowPatch, type InappScope, inappKey } from './inapp.repository.js';
 
 export type { InappNotification, InappReply, InappScope };
 
@@ -80,6 +80,39 @@ const tooManyReplies = (trackingId: string, existing: number) =>
     'Reply on another notification, or send fewer replies.',
   );
 
+/** The row store() writes for `input`; throws a VALIDATION_FAILED error for a malformed one. */
+function rowOf(input: StoreInappInput, now: string): InappRow {
+  for (const field of ['accountId', 'envId', 'userId', 'trackingId', 'notificationId'] as const) {
+    if (typeof input[field] !== 'string' || input[field] === '') throw invalid(`In-app notification needs a non-empty ${field}.`);
+  }
+  if (typeof input.title !== 'string') throw invalid('In-app notification needs a title.');
+  return {
+    account_id: input.accountId,
+    env_id: input.envId,
+    user_id: input.userId,
+    tracking_id: input.trackingId,
+    notification_id: input.notificationId,
+    sub_notification_id: input.subNotificationId ?? null,
+    title: input.title,
+    redirect_url: input.redirectURL ?? null,
+    image_url: input.imageURL ?? null,
+    delivery_options: input.deliveryOptions ? JSON.stringify(input.deliveryOptions) : null,
+    template: input.template ? JSON.stringify(input.template) : null,
+    parameters: input.parameters ? JSON.stringify(input.parameters) : null,
+    date: parseInstant(input.date, 'date') ?? now,
+    seen: 0,
+    opened: null,
+    clicked: null,
+    archived: null,
+    actioned1: null,
+    actioned2: null,
+    replies: '[]',
+    exp_date: parseInstant(input.expDate, 'expDate') ?? null,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
 export class InappService {
   private readonly repo: InappRepository;
   private readonly realtime: InappRealtime;
@@ -98,41 +131,31 @@ export class InappService {
    * Call `publish` after the transaction commits.
    */
   async store(db: AnyKysely, input: StoreInappInput): Promise<StoreInappResult> {
-    for (const field of ['accountId', 'envId', 'userId', 'trackingId', 'notificationId'] as const) {
-      if (typeof input[field] !== 'string' || input[field] === '') throw invalid(`In-app notification needs a non-empty ${field}.`);
-    }
-    if (typeof input.title !== 'string') throw invalid('In-app notification needs a title.');
+    const [result] = await this.storeMany(db, [input]);
+    return result;
+  }
+
+  /**
+   * store() for many notifications: one INSERT for all of them (the delivery worker's batch of
+   * in-app sends), answered in the order of `inputs`. Nothing is written when any input is invalid.
+   */
+  async storeMany(db: AnyKysely, inputs: StoreInappInput[]): Promise<StoreInappResult[]> {
     const now = this.deps.clock.now().toISOString();
-    const row: InappRow = {
-      account_id: input.accountId,
-      env_id: input.envId,
-      user_id: input.userId,
-      tracking_id: input.trackingId,
-      notification_id: input.notificationId,
-      sub_notification_id: input.subNotificationId ?? null,
-      title: input.title,
-      redirect_url: input.redirectURL ?? null,
-      image_url: input.imageURL ?? null,
-      delivery_options: input.deliveryOptions ? JSON.stringify(input.deliveryOptions) : null,
-      template: input.template ? JSON.stringify(input.template) : null,
-      parameters: input.parameters ? JSON.stringify(input.parameters) : null,
-      date: parseInstant(input.date, 'date') ?? now,
-      seen: 0,
-      opened: null,
-      clicked: null,
-      archived: null,
-      actioned1: null,
-      actioned2: null,
-      replies: '[]',
-      exp_date: parseInstant(input.expDate, 'expDate') ?? null,
-      created_at: now,
-      updated_at: now,
-    };
+    const rows = inputs.map((input) => rowOf(input, now));
     const repo = new InappRepository(db);
-    if (await repo.insertIfAbsent(row)) return { notification: toInappNotification(row), created: true };
-    const existing = await repo.find(input, input.trackingId);
-    if (!existing) throw new Error(`in-app notification ${input.trackingId} conflicted but is not readable`);
-    return { notification: toInappNotification(existing), created: false };
+    const created = await repo.insertManyIfAbsent(rows);
+    const results: StoreInappResult[] = [];
+    for (const [i, row] of rows.entries()) {
+      // A key given twice is created by its first input; the second finds it as a retry would.
+      if (created.delete(inappKey(row))) {
+        results.push({ notification: toInappNotification(row), created: true });
+        continue;
+      }
+      const existing = await repo.find(inputs[i], row.tracking_id);
+      if (!existing) throw new Error(`in-app notification ${row.tracking_id} conflicted but is not readable`);
+      results.push({ notification: toInappNotification(existing), created: false });
+    }
+    return results;
   }
 
   /**

@@ -366,15 +366,16 @@ export class DeliveryWorker {
         const verdict = gates.verdicts.get(plan.trackingId);
         if (verdict) skipEvery(plan, verdict);
       }
-      // Messages that only make deliveries for provider calls (no in-transaction delivery, such as in-app):
-      // written together, a few statements for the batch instead of five per message. Should
-      // that fail, each message is written alone in its own savepoint, as the others are.
-      // Messages that collect into digests write digest rows too: alone.
-      const together = plans.filter(({ plan }) => !plan.rows.some((row) => this.deliversInTransaction(row)) && plan.collected.length === 0);
+      // Messages written together: a few statements for the batch instead of five per message
+      // (their in-app deliveries too: one INSERT for the batch). Should that fail, each message
+      // is written alone in its own savepoint, as the others are. Messages that collect into
+      // digests write digest rows too: alone.
+      const together = plans.filter(({ plan }) => plan.collected.length === 0);
       let alone = plans;
-      const moved = together.length > 1 ? await this.applyTogether(tx, together.map((p) => p.plan), now) : null;
-      if (moved) {
-        for (const id of moved) committed.add(id);
+      const applied = together.length > 1 ? await this.applyTogether(tx, together.map((p) => p.plan), now) : null;
+      if (applied) {
+        for (const id of applied.moved) committed.add(id);
+        afterCommit.push(...applied.afterCommit);
         const done = new Set(together);
         alone = plans.filter((p) => !done.has(p));
       }
@@ -408,27 +409,57 @@ export class DeliveryWorker {
     return routed;
   }
 
-  /** A pending delivery its channel makes inside the processing transaction (in-app). */
-  private deliversInTransaction(row: DeliveryRow): boolean {
-    return row.status === 'pending' && this.executors[channelOf(row.channel)]?.deliverInTransaction !== undefined;
+  /**
+   * Makes the pending deliveries of `plans` that their channel makes inside the processing
+   * transaction (in-app): one executor call per channel for all of them. Fills in their rows'
+   * success fields and answers their attempts and the steps to run after the commit, in order.
+   */
+  private async deliverHere(trx: LedgerSession['db'], plans: MessagePlan[]): Promise<{ attempts: AttemptRow[]; afterCommit: (() => Promise<void>)[] }> {
+    const byChannel = new Map<SendChannel, { plan: MessagePlan; row: DeliveryRow }[]>();
+    for (const plan of plans) {
+      for (const row of plan.rows) {
+        const channel = channelOf(row.channel);
+        if (row.status !== 'pending' || !this.executors[channel]?.deliverInTransaction) continue;
+        const items = byChannel.get(channel) ?? [];
+        items.push({ plan, row });
+        byChannel.set(channel, items);
+      }
+    }
+    const attempts: AttemptRow[] = [];
+    const afterCommit: (() => Promise<void>)[] = [];
+    for (const [channel, items] of byChannel) {
+      const started = this.deps.clock.now();
+      const inputs = items.map(({ plan: { message, body }, row }) => ({ delivery: row, message, content: JSON.parse(row.content ?? '{}') as Record<string, unknown>, body }));
+      const outcomes = await this.executors[channel]!.deliverInTransaction!(trx, inputs);
+      const at = this.deps.clock.now();
+      for (const [i, { row }] of items.entries()) {
+        const outcome = outcomes[i];
+        Object.assign(row, successFields(succeeded(outcome, at.toISOString()), 1));
+        attempts.push(successAttempt(this.deps.ids.uuid(), row.id, 1, started, at, outcome));
+        if (outcome.afterCommit) afterCommit.push(outcome.afterCommit);
+      }
+    }
+    return { attempts, afterCommit };
   }
 
   /**
-   * Writes planned messages whose deliveries all wait for a provider call, inside the ledger's
-   * transaction `tx`: one UPDATE of the messages, one INSERT of their deliveries. In a savepoint;
-   * returns the messages it moved on, or null (and nothing written) when a statement failed.
+   * Writes planned messages that collect nothing into digests, inside the ledger's transaction
+   * `tx`: one UPDATE of the messages, their in-transaction deliveries (deliverHere), one INSERT of
+   * their deliveries and attempts. In a savepoint; answers the messages it moved on with the steps
+   * to run after the commit, or null (and nothing written) when a statement failed.
    */
-  private async applyTogether(tx: LedgerSession, plans: MessagePlan[], now: string): Promise<Set<string> | null> {
+  private async applyTogether(tx: LedgerSession, plans: MessagePlan[], now: string): Promise<{ moved: Set<string>; afterCommit: (() => Promise<void>)[] } | null> {
     const trx = tx.db;
     await sql`savepoint process_messages`.execute(trx);
     const events = tx.checkpoint();
     try {
       const moved = await tx.markProcessedMany(plans.map(({ message, skipped }) => ({ message, skipped })), now);
       // Only the run that moves a message on writes its deliveries (a re-run after a crash finds it processed).
-      const rows = plans.filter((p) => moved.has(p.trackingId)).flatMap((p) => p.rows);
-      await tx.insertDeliveries(rows);
+      const movedPlans = plans.filter((p) => moved.has(p.trackingId));
+      const { attempts, afterCommit } = await this.deliverHere(trx, movedPlans);
+      await tx.insertDeliveries(movedPlans.flatMap((p) => p.rows), attempts);
       await sql`release savepoint process_messages`.execute(trx);
-      return moved;
+      return { moved, afterCommit };
     } catch (err) {
       await sql`rollback to savepoint process_messages`.execute(trx);
       await sql`release savepoint process_messages`.execute(trx);
@@ -562,23 +593,12 @@ export class DeliveryWorker {
    * Writes one planned message inside the ledger's transaction `tx`; returns what to run once it
    * committed, or null when another run had processed the message.
    */
-  private async apply(tx: LedgerSession, { message, body, now, skipped, rows, collected }: MessagePlan): Promise<(() => Promise<void>)[] | null> {
-    const afterCommit: (() => Promise<void>)[] = [];
-    const trx = tx.db;
+  private async apply(tx: LedgerSession, plan: MessagePlan): Promise<(() => Promise<void>)[] | null> {
+    const { message, now, skipped, rows, collected } = plan;
     // Only the run that moves the message on writes its deliveries (a re-run after a crash finds it processed).
     const moved = await tx.markProcessed(message, { at: now, skipped });
     if (!moved) return null;
-    const attempts: AttemptRow[] = [];
-    for (const row of rows) {
-      const executor = this.executors[channelOf(row.channel)];
-      if (row.status !== 'pending' || !executor?.deliverInTransaction) continue;
-      const started = this.deps.clock.now();
-      const outcome = await executor.deliverInTransaction(trx, { delivery: row, message, content: JSON.parse(row.content ?? '{}') as Record<string, unknown>, body });
-      const at = this.deps.clock.now();
-      Object.assign(row, successFields(succeeded(outcome, at.toISOString()), 1));
-      attempts.push(successAttempt(this.deps.ids.uuid(), row.id, 1, started, at, outcome));
-      if (outcome.afterCommit) afterCommit.push(outcome.afterCommit);
-    }
+    const { attempts, afterCommit } = await this.deliverHere(tx.db, [plan]);
     // Collected deliveries join their digests in this transaction: durable with the routing decision.
     const items = collected.length > 0 ? await this.digests.collect(tx, collected, now) : [];
     await tx.insertDeliveries(rows, attempts);

@@ -3,7 +3,7 @@ import { type InappBatchPlan, batchPlanOf, batchingOf, planBatch } from '../../i
 import type { InappService, StoreBatchedResult, StoreInappInput } from '../../inapp/inapp.service.js';
 import type { CoreTables } from '../../../storage/schema.js';
 import { parametersOf } from '../sending.schemas.js';
-import { type ChannelExecutor, type DeliverInput, type DeliverOutcome, str } from './types.js';
+import { type ChannelExecutor, type DeliverInput, type DeliverOutcome, type InTransactionOutcome, str } from './types.js';
 
 function storeInput({ message, content, body }: DeliverInput): StoreInappInput {
   return {
@@ -62,16 +62,27 @@ export function inappExecutor(inapp: InappService): ChannelExecutor {
       const stored = await inapp.deliver(storeInput(input));
       return { result: { providerMessageId: stored.notification.id }, delivered: true };
     },
-    async deliverInTransaction(trx, input) {
-      const batch = batchPlanOf(input.content);
-      if (batch) return deliverBatched(trx, input, batch);
-      const scope = storeInput(input);
-      const stored = await inapp.store(trx, scope);
-      return {
-        result: { providerMessageId: stored.notification.id },
-        delivered: true,
-        ...(stored.created ? { afterCommit: () => inapp.publish(scope, [stored.notification]) } : {}),
-      };
+    async deliverInTransaction(trx, inputs) {
+      // Plain sends are stored with one statement for all of them; batched ones join their batches one by one, in order.
+      const plain = inputs.filter((input) => !batchPlanOf(input.content));
+      const stored = plain.length > 0 ? await inapp.storeMany(trx, plain.map(storeInput)) : [];
+      const outcomes: InTransactionOutcome[] = [];
+      let next = 0;
+      for (const input of inputs) {
+        const batch = batchPlanOf(input.content);
+        if (batch) {
+          outcomes.push(await deliverBatched(trx, input, batch));
+          continue;
+        }
+        const { notification, created } = stored[next++];
+        const scope = storeInput(input);
+        outcomes.push({
+          result: { providerMessageId: notification.id },
+          delivered: true,
+          ...(created ? { afterCommit: () => inapp.publish(scope, [notification]) } : {}),
+        });
+      }
+      return outcomes;
     },
   };
 }

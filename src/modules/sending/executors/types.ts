@@ -56,13 +56,17 @@ export interface ChannelExecutor {
   deliver(input: DeliverInput, scope?: BatchScope): Promise<DeliverOutcome>;
   /**
    * For channels whose delivery is a write to this same database (in-app): delivers inside the
-   * message's processing transaction instead of in a job of its own, so such a message costs one
-   * transaction instead of three. `afterCommit` runs once that transaction has committed (the
-   * websocket push); if the process dies before it, clients see the notification on their next
-   * fetch.
+   * messages' processing transaction instead of in a job of its own, so such a message costs one
+   * transaction instead of three, and a batch of them a few statements. Answers an outcome per
+   * input, in order; throws (nothing of the call kept once its savepoint is rolled back) when any
+   * fails. `afterCommit` runs once that transaction has committed (the websocket push); if the
+   * process dies before it, clients see the notification on their next fetch.
    */
-  deliverInTransaction?(trx: Kysely<CoreTables>, input: DeliverInput): Promise<DeliverOutcome & { afterCommit?: () => Promise<void> }>;
+  deliverInTransaction?(trx: Kysely<CoreTables>, inputs: DeliverInput[]): Promise<InTransactionOutcome[]>;
 }
+
+/** A delivery made inside the processing transaction, and what to do once that has committed. */
+export type InTransactionOutcome = DeliverOutcome & { afterCommit?: () => Promise<void> };
 
 /** A string field of rendered content, or undefined. */
 export const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
