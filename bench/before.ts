@@ -20,6 +20,8 @@ export function checkoutBefore(ref: string): Checkout {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-before-'));
   execFileSync('git', ['-C', ROOT, 'worktree', 'add', '--detach', root, commit], { stdio: 'ignore' });
   fs.symlinkSync(fs.realpathSync(path.join(ROOT, 'node_modules')), path.join(root, 'node_modules'));
+  // Run built, as the code after the change is (serveClarion).
+  execFileSync('npm', ['run', 'build', '--silent'], { cwd: root, stdio: 'inherit' });
   return {
     root,
     ref,

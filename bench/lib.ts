@@ -198,10 +198,14 @@ export async function alternate(targets: Target[], options: { rounds: number; se
   };
 }
 
-/** Starts `clarion serve` from `root` with `env` and resolves once GET /status answers; `out` collects its stdout until then. */
+/**
+ * Starts `clarion serve` from `root`, built (dist/main.js, as `npm start` runs it: run.ts and
+ * checkoutBefore build it), with `env`, and resolves once GET /status answers; `out` collects its
+ * stdout until then.
+ */
 export async function serveClarion(env: NodeJS.ProcessEnv, root = ROOT, nodeArgs: string[] = []): Promise<{ child: ChildProcess; base: string; out: () => string }> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(root, 'src/main.ts'), 'serve'], {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(root, 'dist/main.js'), 'serve'], {
     cwd: root,
     env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, PORT: String(port), CLARION_INBOUND_SMTP_PORT: 'off', ...BENCH_RATE_LIMITS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -230,7 +234,7 @@ export function bannerKey(out: string): string {
 
 /** Runs the CLI once from `root` (e.g. `init --json`) and returns its stdout; throws on a non-zero exit. */
 export async function runClarion(args: string[], env: NodeJS.ProcessEnv, root = ROOT): Promise<string> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts'), ...args], {
+  const child = spawn(process.execPath, [path.join(root, 'dist/main.js'), ...args], {
     cwd: root,
     env: { ...process.env, LOG_LEVEL: 'warn', CLARION_INBOUND_SMTP_PORT: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -66,6 +66,9 @@ function printPostgresSend({ embedded, apiOnly }: PostgresSendResult) {
 async function main() {
   console.log(`Clarion benchmarks on ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}, Clarion at LOG_LEVEL=${CLARION_LOG_LEVEL}`);
 
+  // Every scenario runs the built server (dist/), as `npm start` does: built once here.
+  execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
+
   if (wants('send')) {
     const bare = await startBareRoute();
     const before = BENCH.beforeRef ? checkoutBefore(BENCH.beforeRef) : undefined;
@@ -130,9 +133,6 @@ async function main() {
       }
     }
   }
-
-  // The email and broadcast scenarios run the built server (dist/), as `npm start` does: built once here.
-  if (wants('email') || wants('broadcast')) execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
 
   if (wants('email')) {
     const EMAILS = BENCH.emails;
