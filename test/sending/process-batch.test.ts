@@ -87,19 +87,24 @@ describe.each(STORAGE_KINDS)('routing a batch of messages (%s)', (kind) => {
     await expectRouted(await sendAndRoute('together'));
   });
 
-  it('writes each message alone when writing the batch together fails', async () => {
+  /** The batch's INSERT of deliveries (rows of several messages) fails once; a message's own succeeds. */
+  function failBatchDeliveriesInsert() {
     const { insertDeliveries } = LedgerSession.prototype as { insertDeliveries: (this: LedgerSession, ...args: Parameters<LedgerSession['insertDeliveries']>) => Promise<void> };
     let failed = 0;
-    // The batch's INSERT of deliveries (rows of several messages) fails once; a message's own succeeds.
     const spy = vi.spyOn(LedgerSession.prototype, 'insertDeliveries').mockImplementation(function (this: LedgerSession, rows, attempts) {
       if (new Set(rows.map((r) => r.tracking_id)).size > 1 && failed++ === 0) return Promise.reject(new Error('the batch INSERT failed'));
       return insertDeliveries.call(this, rows, attempts);
     });
+    return { failed: () => failed, restore: () => spy.mockRestore() };
+  }
+
+  it('writes each message alone when writing the batch together fails', async () => {
+    const failing = failBatchDeliveriesInsert();
     try {
       await expectRouted(await sendAndRoute('alone'));
-      expect(failed).toBe(1);
+      expect(failing.failed()).toBe(1);
     } finally {
-      spy.mockRestore();
+      failing.restore();
     }
   });
 
@@ -143,6 +148,22 @@ describe.each(STORAGE_KINDS)('routing a batch of messages (%s)', (kind) => {
       await expectDeliveredInapp(trackingIds);
     } finally {
       inserts.restore();
+    }
+  });
+
+  it('stores each in-app delivery alone when the batch\'s deliveries INSERT fails after the notifications were stored', async () => {
+    // The batch's notifications are written, then rolled back with its savepoint: each message is
+    // delivered again alone, from its delivery as planned (not as the rolled-back batch left it).
+    const failing = failBatchDeliveriesInsert();
+    const inserts = watchInappInserts();
+    try {
+      const trackingIds = await sendAndRoute('inapp_rolled_back', sendInapp);
+      expect(failing.failed()).toBe(1);
+      expect(inserts.calls).toEqual([trackingIds, ...trackingIds.map((id) => [id])]);
+      await expectDeliveredInapp(trackingIds);
+    } finally {
+      inserts.restore();
+      failing.restore();
     }
   });
 

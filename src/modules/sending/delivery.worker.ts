@@ -450,6 +450,9 @@ export class DeliveryWorker {
    */
   private async applyTogether(tx: LedgerSession, plans: MessagePlan[], now: string): Promise<{ moved: Set<string>; afterCommit: (() => Promise<void>)[] } | null> {
     const trx = tx.db;
+    // deliverHere fills in the rows it delivers: a rolled-back batch puts them back as planned, for
+    // its messages to be written (and delivered) alone.
+    const planned = plans.flatMap(({ rows }) => rows.map((row) => [row, { ...row }] as const));
     await sql`savepoint process_messages`.execute(trx);
     const events = tx.checkpoint();
     try {
@@ -464,6 +467,7 @@ export class DeliveryWorker {
       await sql`rollback to savepoint process_messages`.execute(trx);
       await sql`release savepoint process_messages`.execute(trx);
       tx.rollbackTo(events);
+      for (const [row, asPlanned] of planned) Object.assign(row, asPlanned);
       this.deps.logger.warn({ err, messages: plans.length }, 'writing a batch of processed messages failed; writing them one by one');
       return null;
     }
