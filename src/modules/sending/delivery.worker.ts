@@ -411,10 +411,13 @@ export class DeliveryWorker {
 
   /**
    * Makes the pending deliveries of `plans` that their channel makes inside the processing
-   * transaction (in-app): one executor call per channel for all of them. Fills in their rows'
-   * success fields and answers their attempts and the steps to run after the commit, in order.
+   * transaction (in-app): one executor call per channel for all of them. Leaves the planned rows
+   * as they are (a rolled-back batch writes its messages alone from them): answers `rows`, the
+   * plans' rows to write with the delivered ones in their success state, `delivered` (planned row
+   * -> its delivered state, for `adopt` once written), their attempts and the steps to run after
+   * the commit, in order.
    */
-  private async deliverHere(trx: LedgerSession['db'], plans: MessagePlan[]): Promise<{ attempts: AttemptRow[]; afterCommit: (() => Promise<void>)[] }> {
+  private async deliverHere(trx: LedgerSession['db'], plans: MessagePlan[]): Promise<DeliveredHere> {
     const byChannel = new Map<SendChannel, { plan: MessagePlan; row: DeliveryRow }[]>();
     for (const plan of plans) {
       for (const row of plan.rows) {
@@ -425,6 +428,7 @@ export class DeliveryWorker {
         byChannel.set(channel, items);
       }
     }
+    const delivered = new Map<DeliveryRow, DeliveryRow>();
     const attempts: AttemptRow[] = [];
     const afterCommit: (() => Promise<void>)[] = [];
     for (const [channel, items] of byChannel) {
@@ -434,12 +438,13 @@ export class DeliveryWorker {
       const at = this.deps.clock.now();
       for (const [i, { row }] of items.entries()) {
         const outcome = outcomes[i];
-        Object.assign(row, successFields(succeeded(outcome, at.toISOString()), 1));
+        delivered.set(row, { ...row, ...successFields(succeeded(outcome, at.toISOString()), 1) });
         attempts.push(successAttempt(this.deps.ids.uuid(), row.id, 1, started, at, outcome));
         if (outcome.afterCommit) afterCommit.push(outcome.afterCommit);
       }
     }
-    return { attempts, afterCommit };
+    const rows = plans.flatMap((plan) => plan.rows.map((row) => delivered.get(row) ?? row));
+    return { rows, attempts, afterCommit, adopt: () => delivered.forEach((state, row) => Object.assign(row, state)) };
   }
 
   /**
@@ -450,24 +455,21 @@ export class DeliveryWorker {
    */
   private async applyTogether(tx: LedgerSession, plans: MessagePlan[], now: string): Promise<{ moved: Set<string>; afterCommit: (() => Promise<void>)[] } | null> {
     const trx = tx.db;
-    // deliverHere fills in the rows it delivers: a rolled-back batch puts them back as planned, for
-    // its messages to be written (and delivered) alone.
-    const planned = plans.flatMap(({ rows }) => rows.map((row) => [row, { ...row }] as const));
     await sql`savepoint process_messages`.execute(trx);
     const events = tx.checkpoint();
     try {
       const moved = await tx.markProcessedMany(plans.map(({ message, skipped }) => ({ message, skipped })), now);
       // Only the run that moves a message on writes its deliveries (a re-run after a crash finds it processed).
       const movedPlans = plans.filter((p) => moved.has(p.trackingId));
-      const { attempts, afterCommit } = await this.deliverHere(trx, movedPlans);
-      await tx.insertDeliveries(movedPlans.flatMap((p) => p.rows), attempts);
+      const here = await this.deliverHere(trx, movedPlans);
+      await tx.insertDeliveries(here.rows, here.attempts);
       await sql`release savepoint process_messages`.execute(trx);
-      return { moved, afterCommit };
+      here.adopt();
+      return { moved, afterCommit: here.afterCommit };
     } catch (err) {
       await sql`rollback to savepoint process_messages`.execute(trx);
       await sql`release savepoint process_messages`.execute(trx);
       tx.rollbackTo(events);
-      for (const [row, asPlanned] of planned) Object.assign(row, asPlanned);
       this.deps.logger.warn({ err, messages: plans.length }, 'writing a batch of processed messages failed; writing them one by one');
       return null;
     }
@@ -598,16 +600,18 @@ export class DeliveryWorker {
    * committed, or null when another run had processed the message.
    */
   private async apply(tx: LedgerSession, plan: MessagePlan): Promise<(() => Promise<void>)[] | null> {
-    const { message, now, skipped, rows, collected } = plan;
+    const { message, now, skipped, collected } = plan;
     // Only the run that moves the message on writes its deliveries (a re-run after a crash finds it processed).
     const moved = await tx.markProcessed(message, { at: now, skipped });
     if (!moved) return null;
-    const { attempts, afterCommit } = await this.deliverHere(tx.db, [plan]);
+    const here = await this.deliverHere(tx.db, [plan]);
     // Collected deliveries join their digests in this transaction: durable with the routing decision.
     const items = collected.length > 0 ? await this.digests.collect(tx, collected, now) : [];
-    await tx.insertDeliveries(rows, attempts);
+    await tx.insertDeliveries(here.rows, here.attempts);
     if (items.length > 0) await this.digests.addItems(tx, items);
-    return afterCommit;
+    // A failure from here on fails the message alone, and its plan is not used again.
+    here.adopt();
+    return here.afterCommit;
   }
 
   /** Runs one delivery's job now, as a batch of one (see DeliveryRuns). */
@@ -625,6 +629,15 @@ interface Routed {
   handed: HandedDelivery[];
   /** Messages a run before had processed already, by tracking id: their deliveries may still wait for a first attempt. */
   resumed: Map<string, MessageRow>;
+}
+
+/** What deliverHere made inside the transaction (see there). */
+interface DeliveredHere {
+  rows: DeliveryRow[];
+  attempts: AttemptRow[];
+  afterCommit: (() => Promise<void>)[];
+  /** Gives the planned rows their delivered state, once written: the routing hands on only those still pending. */
+  adopt(): void;
 }
 
 /** What plan() read and rendered for one message, for apply() to write. */

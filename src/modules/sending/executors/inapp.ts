@@ -64,18 +64,19 @@ export function inappExecutor(inapp: InappService): ChannelExecutor {
     },
     async deliverInTransaction(trx, inputs) {
       // Plain sends are stored with one statement for all of them; batched ones join their batches one by one, in order.
-      const plain = inputs.filter((input) => !batchPlanOf(input.content));
-      const stored = plain.length > 0 ? await inapp.storeMany(trx, plain.map(storeInput)) : [];
+      const batches = inputs.map((input) => batchPlanOf(input.content));
+      const plain = inputs.flatMap((input, i) => (batches[i] ? [] : [storeInput(input)]));
+      const stored = plain.length > 0 ? await inapp.storeMany(trx, plain) : [];
       const outcomes: InTransactionOutcome[] = [];
       let next = 0;
-      for (const input of inputs) {
-        const batch = batchPlanOf(input.content);
+      for (const [i, input] of inputs.entries()) {
+        const batch = batches[i];
         if (batch) {
           outcomes.push(await deliverBatched(trx, input, batch));
           continue;
         }
+        const scope = plain[next];
         const { notification, created } = stored[next++];
-        const scope = storeInput(input);
         outcomes.push({
           result: { providerMessageId: notification.id },
           delivered: true,
