@@ -110,7 +110,7 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
   registerQueueMetrics(metrics, deps.queue);
   installAuth(app, services.auth);
   // After installAuth: the address limit runs before authentication, the credential's after it.
-  await installRateLimits(app, deps.config, hitCounterFor(deps.storage, deps.clock));
+  installRateLimits(app, deps.config, hitCounterFor(deps.storage, deps.clock));
   // /docs renders the document; its routes live in a scope of their own and add no hooks to the API's.
   await app.register(swaggerUi, docsOptions);
 

@@ -2,10 +2,12 @@
 // Retry-After past a limit, the x-ratelimit-* headers once half an allowance is used, windows that
 // end on the injected clock, and on PostgreSQL one count shared by every instance on the database.
 import { randomBytes } from 'node:crypto';
+import Fastify from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { buildDeps } from '../../src/deps.js';
+import { installRateLimits } from '../../src/http/rate-limit.js';
 import type { App } from '../../src/http/types.js';
 import { Secrets } from '../../src/secrets.js';
 import { buildServices } from '../../src/services.js';
@@ -273,9 +275,23 @@ describe('rate limits behind a reverse proxy, and turned off', () => {
       const answers = await Promise.all(Array.from({ length: 8 }, () => call({ app: t.app, from: '192.0.2.1', headers: t.auth })));
       expect(answers.map((r) => r.statusCode)).toEqual(Array(8).fill(200));
       expect(answers.map((r) => r.headers['x-ratelimit-limit'])).toEqual(Array(8).fill(undefined));
-      expect(t.app.hasDecorator('createRateLimit')).toBe(false);
     } finally {
       await t.close();
     }
+  });
+
+  it('asks the counter nothing when both are off, and once per limit otherwise', async () => {
+    const countedOn = async (settings: Parameters<typeof installRateLimits>[1]) => {
+      const app = Fastify() as unknown as App;
+      const buckets: string[] = [];
+      installRateLimits(app, settings, { hit: (bucket) => (buckets.push(bucket), { count: 1, ttlMs: WINDOW_MS }) });
+      app.get('/limited', { config: { auth: 'account' } }, (request) => ((request as { auth?: object }).auth = {}, {}));
+      const res = await app.inject({ url: '/limited', remoteAddress: '192.0.2.7' });
+      expect(res.statusCode).toBe(200);
+      await app.close();
+      return buckets;
+    };
+    expect(await countedOn({ rateLimitPerKey: null, rateLimitPerIp: null, rateLimitWindowMs: WINDOW_MS })).toEqual([]);
+    expect(await countedOn({ rateLimitPerKey: null, rateLimitPerIp: PER_IP, rateLimitWindowMs: WINDOW_MS })).toEqual(['ip:192.0.2.7']);
   });
 });
