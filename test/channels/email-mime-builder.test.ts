@@ -42,6 +42,14 @@ describe('MimeBuilder', () => {
     }
     // A key that cannot sign is an error, not an unsigned message.
     await expect(builder.build(options, { ...dkim, privateKey: 'not a key' })).rejects.toThrow(/DKIM signing failed/);
+    // Signed on the thread pool while the next ones are composed: each answer is its own mail, signed.
+    const subjects = Array.from({ length: 6 }, (_, i) => `Report ${i}`);
+    const batch = await Promise.all(subjects.map((subject, i) => builder!.build({ ...options, subject, attachments: [] }, i % 3 === 2 ? undefined : dkim)));
+    for (const [i, built] of batch.entries()) {
+      expect((await simpleParser(built.raw)).subject).toBe(subjects[i]);
+      if (i % 3 === 2) expect(built.raw.subarray(0, 15).toString()).not.toBe('DKIM-Signature:');
+      else expect((await dkimVerify(built.raw, { resolver })).results[0].status.result).toBe('pass');
+    }
   });
 
   it('builds on its thread the message MailComposer builds here: envelope, headers, parts, attachments', async () => {

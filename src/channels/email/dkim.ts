@@ -40,17 +40,25 @@ const CRLF = Buffer.from('\r\n');
 export class DkimSigner {
   private readonly parsed = new Map<string, KeyObject>();
 
-  sign(raw: Buffer, key: EmailDkimKey): Buffer {
+  /**
+   * The signed message. The RSA signature is computed on libuv's thread pool (crypto.sign with a
+   * callback), not on the calling thread: it is most of a signed mail's CPU (about 1.2 ms of 2.9
+   * on the MIME thread, measured on a slow host), and on the thread that builds every mail it
+   * capped a broadcast's rate; on the pool the next mail is built while this one is signed.
+   */
+  async sign(raw: Buffer, key: EmailDkimKey): Promise<Buffer> {
     const privateKey = this.privateKey(key);
     const split = headerEnd(raw);
     const fields = relaxedHeaderFields(raw.toString('latin1', 0, split));
     const header = dkimHeader(key, fields.names, relaxedBodyHash(raw.subarray(split)));
-    let signature: string;
-    try {
-      signature = sign('sha256', Buffer.from(`${fields.canonical}dkim-signature:${relaxedValue(header)}`, 'latin1'), privateKey).toString('base64');
-    } catch {
-      throw signingFailed(key);
-    }
+    const data = Buffer.from(`${fields.canonical}dkim-signature:${relaxedValue(header)}`, 'latin1');
+    const signature = await new Promise<string>((resolve, reject) => {
+      try {
+        sign('sha256', data, privateKey, (err, signed) => (err ? reject(signingFailed(key)) : resolve(signed.toString('base64'))));
+      } catch {
+        reject(signingFailed(key));
+      }
+    });
     // As nodemailer folds b=: 73 characters on the first line, 75 on the next ones.
     const folded = header + signature.replace(/(^.{73}|.{75}(?!\r?\n|\r))/g, '$&\r\n ').trim();
     return Buffer.concat([Buffer.from(folded), CRLF, raw]);

@@ -29,10 +29,15 @@ export type ToBuilder =
  * thread; the MIME thread runs the same). `signer`: one that keeps its parsed keys across calls.
  */
 export async function buildMime(options: Mail.Options, dkim?: EmailDkimKey, signer: DkimSigner = new DkimSigner()): Promise<BuiltMime> {
+  const built = await composeMime(options);
+  return dkim ? { envelope: built.envelope, raw: await signer.sign(built.raw, dkim) } : built;
+}
+
+/** The message as MailComposer builds it, unsigned. */
+export async function composeMime(options: Mail.Options): Promise<BuiltMime> {
   const mime = new MailComposer(options).compile();
   const envelope = mime.getEnvelope();
-  const raw = await mime.build();
-  return { envelope: { from: envelope.from || '', to: envelope.to }, raw: dkim ? signer.sign(raw, dkim) : raw };
+  return { envelope: { from: envelope.from || '', to: envelope.to }, raw: await mime.build() };
 }
 
 /**
