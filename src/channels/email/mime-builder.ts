@@ -29,7 +29,11 @@ export type ToBuilder =
  * thread; the MIME thread runs the same). `signer`: one that keeps its parsed keys across calls.
  */
 export async function buildMime(options: Mail.Options, dkim?: EmailDkimKey, signer: DkimSigner = new DkimSigner()): Promise<BuiltMime> {
-  const built = await composeMime(options);
+  return signMime(await composeMime(options), dkim, signer);
+}
+
+/** A composed message, DKIM-signed when a key is given. */
+export async function signMime(built: BuiltMime, dkim: EmailDkimKey | undefined, signer: DkimSigner): Promise<BuiltMime> {
   return dkim ? { envelope: built.envelope, raw: await signer.sign(built.raw, dkim) } : built;
 }
 

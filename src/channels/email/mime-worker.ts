@@ -2,7 +2,7 @@
 import { parentPort } from 'node:worker_threads';
 import type Mail from 'nodemailer/lib/mailer/index.js';
 import { DkimSigner } from './dkim.js';
-import { type BuiltMime, type FromBuilder, type ToBuilder, composeMime } from './mime-builder.js';
+import { type BuiltMime, type FromBuilder, type ToBuilder, composeMime, signMime } from './mime-builder.js';
 
 const port = parentPort!;
 // Errors leave this thread as their message and code (fail below), never with a stack, so none is
@@ -47,7 +47,7 @@ port.on('message', (msg: FromBuilder) => {
   const composed = composing.then(() => composeMime(withBuffers(msg.options)));
   composing = composed.catch(() => undefined);
   composed
-    .then((built) => (msg.dkim ? signer.sign(built.raw, msg.dkim).then((raw) => ({ envelope: built.envelope, raw })) : built))
+    .then((built) => signMime(built, msg.dkim, signer))
     .then(
       (built) => post(msg.id, built),
       (err: unknown) => fail(msg.id, err),
