@@ -9,6 +9,7 @@ export default defineConfig({
     // processes, sockets and PostgreSQL it drives), and on a 2-CPU machine the default of one
     // worker left the suite at about 16 minutes.
     maxWorkers: os.availableParallelism(),
+    // The pool keeps its workers for the whole run instead of scaling them down and up again.
     minWorkers: os.availableParallelism(),
     // One module graph per worker, not per file: the sources hold no module-level mutable state
     // (DESIGN.md, Conventions), and importing the app's ~2,000 modules again for each of the 176

@@ -1,4 +1,5 @@
 import { type KeyObject, createHash, createPrivateKey, sign } from 'node:crypto';
+import { promisify } from 'node:util';
 import { foldLines } from 'nodemailer/lib/mime-funcs/index.js';
 import { normalizeDomain } from 'nodemailer/lib/shared/index.js';
 import type { EmailDkimKey } from '../types.js';
@@ -28,6 +29,8 @@ const WANTED = new Set(SIGNED_FIELDS);
 /** Parsed keys kept per signer: a process signs for a handful of domains, and a rotated key ages out. */
 const MAX_PARSED_KEYS = 64;
 const CRLF = Buffer.from('\r\n');
+/** crypto.sign with a callback, which runs on libuv's thread pool. */
+const signOnPool = promisify(sign);
 
 /**
  * Signs built MIME messages as nodemailer's DKIM signer does (rsa-sha256, relaxed/relaxed, the
@@ -51,14 +54,12 @@ export class DkimSigner {
     const split = headerEnd(raw);
     const fields = relaxedHeaderFields(raw.toString('latin1', 0, split));
     const header = dkimHeader(key, fields.names, relaxedBodyHash(raw.subarray(split)));
-    const data = Buffer.from(`${fields.canonical}dkim-signature:${relaxedValue(header)}`, 'latin1');
-    const signature = await new Promise<string>((resolve, reject) => {
-      try {
-        sign('sha256', data, privateKey, (err, signed) => (err ? reject(signingFailed(key)) : resolve(signed.toString('base64'))));
-      } catch {
-        reject(signingFailed(key));
-      }
-    });
+    let signature: string;
+    try {
+      signature = (await signOnPool('sha256', Buffer.from(`${fields.canonical}dkim-signature:${relaxedValue(header)}`, 'latin1'), privateKey)).toString('base64');
+    } catch {
+      throw signingFailed(key);
+    }
     // As nodemailer folds b=: 73 characters on the first line, 75 on the next ones.
     const folded = header + signature.replace(/(^.{73}|.{75}(?!\r?\n|\r))/g, '$&\r\n ').trim();
     return Buffer.concat([Buffer.from(folded), CRLF, raw]);
