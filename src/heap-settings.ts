@@ -1,4 +1,5 @@
 import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
 
 /**
  * How far V8 lets a heap grow past what its last full collection kept, in percent.
@@ -23,4 +24,38 @@ export function limitHeapGrowth(execArgv: readonly string[] = process.execArgv):
   if (execArgv.some((arg) => /^--heap[-_]growing[-_]percent\b/.test(arg))) return false;
   v8.setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
   return true;
+}
+
+/**
+ * How long after the server starts its main heap is collected once (collectStartupGarbage). At
+ * start V8 sees the high allocation rate of module loading and keeps the heap it grew; collected
+ * right after listen, the heap stayed at 103 MB committed, collected 8 s later it fell to 56 MB
+ * at once, and to 48 MB when V8's memory reducer followed.
+ */
+export const STARTUP_COLLECTION_DELAY_MS = 8000;
+
+/**
+ * One full collection of the main thread's heap, for a server that has just started. Loading
+ * ~2,000 modules and compiling the routes' schemas leaves the heap at twice what it keeps
+ * (measured on the built server, SQLite, idle: 108 MB committed for 47 MB live, the young
+ * generation grown to its 32 MB maximum by the startup's survivors), and an idle server never
+ * collects fully again, so it would hold that memory until its first load: resident memory
+ * 187 MB idle, 127 MB once collected. `gc` is not exposed without `--expose-gc`; the flag is set
+ * only long enough to take the function from a fresh context and cleared again, so no code the
+ * server runs later sees a `gc` global.
+ */
+export function collectStartupGarbage(execArgv: readonly string[] = process.execArgv): void {
+  const exposed = execArgv.some((arg) => /^--expose[-_]gc\b/.test(arg));
+  if (!exposed) v8.setFlagsFromString('--expose-gc');
+  try {
+    const gc = runInNewContext('gc') as () => void;
+    gc();
+  } finally {
+    if (!exposed) v8.setFlagsFromString('--no-expose-gc');
+  }
+}
+
+/** Runs collectStartupGarbage once the server has settled; the timer does not hold the process open. */
+export function scheduleStartupCollection(delayMs = STARTUP_COLLECTION_DELAY_MS): NodeJS.Timeout {
+  return setTimeout(collectStartupGarbage, delayMs).unref();
 }

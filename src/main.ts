@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { buildDeps } from './deps.js';
-import { limitHeapGrowth } from './heap-settings.js';
+import { limitHeapGrowth, scheduleStartupCollection } from './heap-settings.js';
 import { bootstrapIfEmpty, createAccountWithEnvironment } from './modules/accounts/bootstrap.js';
 import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { signAccountToken } from './modules/auth/jwt.js';
@@ -209,6 +209,8 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
     if (created) printCredentials(created, baseUrl(config));
     throw err;
   }
+  // Started: what loading the modules and compiling the schemas left behind goes once things settle.
+  scheduleStartupCollection();
   // Printed once the API answers (role worker: once the workers run), with where messages go.
   const targets = app ? deliveryTargets(config, baseUrl(config)) : undefined;
   if (created) printCredentials(created, baseUrl(config), targets);
