@@ -25,6 +25,12 @@ export interface JobBackend {
   heartbeat(jobs: ClaimedJob[]): Promise<void>;
   /** Called before the first claim of each name. */
   prepare?(names: string[]): Promise<void>;
+  /**
+   * Of these names, those that may have a job to claim now; optional. A timer poll asks it first
+   * and claims only those, so an idle worker reads once per poll instead of claiming (a write)
+   * once per name. A name it leaves out must have nothing a claim would take.
+   */
+  dueNames?(names: string[]): Promise<Set<string>>;
 }
 
 export interface QueueLogger {
@@ -203,9 +209,12 @@ export class JobRunner {
     try {
       do {
         this.pollAgain = false;
-        const names = this.dirtyAll ? [...this.handlers.keys()] : [...this.dirty];
+        const nudged = [...this.dirty];
+        const everyName = this.dirtyAll;
         this.dirty.clear();
         this.dirtyAll = false;
+        // Nudges during the look below set pollAgain: the loop comes back for them.
+        const names = everyName ? await this.dueOrNudged(nudged) : nudged;
         for (const name of names) {
           const reg = this.handlers.get(name);
           if (!reg) continue;
@@ -239,6 +248,24 @@ export class JobRunner {
         }, this.options.pollIntervalMs);
       }
     }
+  }
+
+  /**
+   * Every registered name worth a claim on a poll of all of them: the nudged ones (a job of theirs
+   * was just enqueued or finished here) and those the backend says may have a job due.
+   */
+  private async dueOrNudged(nudged: string[]): Promise<string[]> {
+    const all = [...this.handlers.keys()];
+    if (!this.backend.dueNames) return all;
+    const unsure = all.filter((name) => !nudged.includes(name));
+    let due: Set<string>;
+    try {
+      due = await this.backend.dueNames(unsure);
+    } catch (err) {
+      this.logger.error({ err }, 'queue: looking for due jobs failed');
+      due = new Set(unsure);
+    }
+    return all.filter((name) => due.has(name) || nudged.includes(name));
   }
 
   private launch(reg: Registration, job: ClaimedJob): Promise<void> {

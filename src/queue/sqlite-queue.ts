@@ -298,6 +298,23 @@ export class SqliteQueue implements Queue, JobBackend {
   // --- JobBackend -------------------------------------------------------------------------
 
   /**
+   * Of `names`, those with a waiting job due or a running job whose lock expired: one read, two
+   * index seeks (name, state, ...) per name that stop at the first row. A claim is an UPDATE and
+   * takes SQLite's write lock even when it finds nothing; an idle server polled ~14 names four
+   * times a second that way.
+   */
+  async dueNames(names: string[]): Promise<Set<string>> {
+    if (names.length === 0) return new Set();
+    const now = this.now();
+    const { rows } = await sql<{ name: string }>`
+      WITH polled(name) AS (VALUES ${sql.join(names.map((name) => sql`(${name})`))})
+      SELECT name FROM polled p
+      WHERE EXISTS (SELECT 1 FROM queue_jobs q WHERE q.name = p.name AND q.state = 'waiting' AND q.run_at <= ${now})
+         OR EXISTS (SELECT 1 FROM queue_jobs q WHERE q.name = p.name AND q.state = 'running' AND q.locked_until < ${now})`.execute(this.db);
+    return new Set(rows.map((row) => row.name));
+  }
+
+  /**
    * Claims up to `limit` jobs of `name`: first running jobs whose lock expired (their worker
    * died; looked for at most every lockMs / 4, up to once a second), then due waiting ones in
    * run_at order. Two statements, each an index range scan

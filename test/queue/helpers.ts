@@ -36,32 +36,29 @@ export async function waitFor<T>(check: () => Promise<T | undefined | false>, ti
 }
 
 /**
- * Watches the claims a queue's worker makes (one per poll of a job name), so a test can wait for
- * the worker to have looked again (and see what it took) instead of waiting for time to pass.
+ * Watches the looks a queue's worker takes at each job name (one per poll of a name: a claim, or
+ * on SQLite a look for due jobs that found none for it), so a test can wait for the worker to
+ * have looked again (and see what it took) instead of waiting for time to pass.
  */
 export interface ClaimWatch {
   /** Ids of every job claimed so far, in order (a job run twice appears twice). */
   readonly claimed: string[];
-  /** Claims begun so far, of any name. */
+  /** Looks begun so far, of any name. */
   begun(): number;
-  /** Resolves once `count` claims of `name` that began after this call have finished. */
+  /** Resolves once `count` looks at `name` that began after this call have finished. */
   polls(name: string, count?: number): Promise<void>;
 }
 
 export function watchClaims(queue: Queue): ClaimWatch {
-  // Both engines are their runner's backend: the runner calls this object's claim().
+  // Both engines are their runner's backend: the runner calls this object's claim() and dueNames().
   const backend = queue as unknown as JobBackend;
   const claim = backend.claim.bind(backend);
+  const dueNames = backend.dueNames?.bind(backend);
   const claimed: string[] = [];
   let begun = 0;
   const waiters = new Set<{ name: string; after: number; left: number; resolve(): void }>();
-  backend.claim = async (name: string, limit: number): Promise<ClaimedJob[]> => {
-    const seq = ++begun;
-    try {
-      const jobs = await claim(name, limit);
-      claimed.push(...jobs.map((j) => j.id));
-      return jobs;
-    } finally {
+  const looked = (names: Iterable<string>, seq: number) => {
+    for (const name of names) {
       for (const w of waiters) {
         if (w.name !== name || seq <= w.after) continue;
         if (--w.left === 0) {
@@ -71,6 +68,28 @@ export function watchClaims(queue: Queue): ClaimWatch {
       }
     }
   };
+  backend.claim = async (name: string, limit: number): Promise<ClaimedJob[]> => {
+    const seq = ++begun;
+    try {
+      const jobs = await claim(name, limit);
+      claimed.push(...jobs.map((j) => j.id));
+      return jobs;
+    } finally {
+      looked([name], seq);
+    }
+  };
+  if (dueNames) {
+    // A name found with nothing due has been looked at; a due one is counted by its claim.
+    backend.dueNames = async (names: string[]): Promise<Set<string>> => {
+      const seq = ++begun;
+      const due = await dueNames(names);
+      looked(
+        names.filter((name) => !due.has(name)),
+        seq,
+      );
+      return due;
+    };
+  }
   return {
     claimed,
     begun: () => begun,

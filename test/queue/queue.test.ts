@@ -633,6 +633,65 @@ describe('sqlite queue: completing a batch', () => {
   });
 });
 
+describe('sqlite queue: looking for due jobs', () => {
+  let env: QueueEnv;
+  beforeEach(async () => {
+    env = await queueEnv('sqlite');
+  });
+  afterEach(async () => {
+    await env.cleanup();
+  });
+
+  it('names only those with a due waiting job or a running job whose lock expired', async () => {
+    const t0 = new Date('2026-01-15T10:00:00.000Z').getTime();
+    const clock = new ManualClock(new Date(t0));
+    const q = env.queue({ clock, lockMs: 30_000 });
+    const backend = q as unknown as JobBackend;
+    await q.enqueue(env.storage.db, 't.due', {});
+    await q.enqueue(env.storage.db, 't.later', {}, { runAt: new Date(t0 + 60_000) });
+    await q.enqueue(env.storage.db, 't.locked', {});
+    await q.enqueue(env.storage.db, 't.expired', {});
+    await q.enqueue(env.storage.db, 't.done', {});
+    expect(await backend.claim('t.locked', 1)).toHaveLength(1);
+    const [done] = await backend.claim('t.done', 1);
+    await backend.complete(done);
+    clock.advance(10_000);
+    // t.expired's lock runs out at t0 + 40 s, t.locked's is renewed below.
+    expect(await backend.claim('t.expired', 1)).toHaveLength(1);
+    const names = ['t.due', 't.later', 't.locked', 't.expired', 't.done', 't.none'];
+    expect([...(await backend.dueNames!(names))].sort()).toEqual(['t.due']);
+    clock.advance(30_001);
+    await env.storage.db.executeQuery(CompiledQuery.raw(`update queue_jobs set locked_until = ? where name = 't.locked'`, [new Date(t0 + 100_000).toISOString()]));
+    expect([...(await backend.dueNames!(names))].sort()).toEqual(['t.due', 't.expired']);
+    clock.advance(20_000);
+    expect([...(await backend.dueNames!(names))].sort()).toEqual(['t.due', 't.expired', 't.later']);
+    expect(await backend.dueNames!([])).toEqual(new Set());
+  });
+
+  it('an idle worker polls every name without claiming, and claims as soon as one has a job', async () => {
+    const q = env.queue();
+    const backend = q as unknown as JobBackend;
+    const claimedNames: string[] = [];
+    const claim = backend.claim.bind(backend);
+    backend.claim = (name, limit) => {
+      claimedNames.push(name);
+      return claim(name, limit);
+    };
+    const claims = watchClaims(q);
+    const ran = deferred<unknown>();
+    for (const name of ['t.a', 't.b', 't.c']) q.work(name, async (data) => ran.resolve(data));
+    await q.start();
+    await claims.polls('t.c', 3);
+    expect(claimedNames).toEqual([]);
+    // Enqueued on another connection: no nudge reaches this worker, its next poll finds the job.
+    const other = new SqliteQueue(env.storage.db);
+    await other.enqueue(env.storage.db, 't.b', { from: 'elsewhere' });
+    expect(await ran.promise).toEqual({ from: 'elsewhere' });
+    expect(claimedNames).toContain('t.b');
+    expect(claimedNames).not.toContain('t.a');
+  });
+});
+
 describe('sqlite queue purge', () => {
   let env: QueueEnv;
   beforeEach(async () => {
