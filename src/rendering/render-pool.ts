@@ -1,6 +1,7 @@
 import os from 'node:os';
 import { Worker, type WorkerOptions } from 'node:worker_threads';
 import type { Channel } from '../http/schemas.js';
+import { IdleTimer, THREAD_IDLE_MS } from '../idle-timer.js';
 import { contentWithoutTemplates } from './content.js';
 import { type ComponentResolver, DEFAULT_LIMITS, type RenderContext, TemplateRenderError } from './liquid.js';
 
@@ -26,6 +27,8 @@ export interface RenderPoolOptions {
   deadlineMs?: number;
   /** Heap of a render thread: a template that allocates more kills only its thread. */
   maxHeapMb?: number;
+  /** How long a render thread stays without a job before it exits (default THREAD_IDLE_MS); the next render starts one again. */
+  idleMs?: number;
 }
 
 interface Job {
@@ -44,6 +47,8 @@ interface Thread {
   ready: boolean;
   job: Job | null;
   timer: NodeJS.Timeout | null;
+  /** Started when the thread is left without a job: it exits once idleMs pass so. */
+  idle: IdleTimer;
 }
 
 /**
@@ -56,6 +61,7 @@ export class RenderPool {
   private readonly size: number;
   private readonly deadlineMs: number;
   private readonly maxHeapMb: number;
+  private readonly idleMs: number;
   private readonly threads: Thread[] = [];
   private readonly queue: Job[] = [];
   private nextId = 1;
@@ -65,6 +71,12 @@ export class RenderPool {
     this.size = Math.max(1, options.size ?? Math.min(4, Math.max(1, os.availableParallelism() - 1)));
     this.deadlineMs = options.deadlineMs ?? DEFAULT_LIMITS.renderLimit + 1000;
     this.maxHeapMb = options.maxHeapMb ?? 256;
+    this.idleMs = options.idleMs ?? THREAD_IDLE_MS;
+  }
+
+  /** Render threads running (started or starting). */
+  get threadCount(): number {
+    return this.threads.length;
   }
 
   /** renderChannelContent on a render thread; rejects with TemplateRenderError when the template fails. */
@@ -94,7 +106,10 @@ export class RenderPool {
     this.closed = true;
     for (const job of this.queue.splice(0)) job.reject(new Error('render pool is closed'));
     const threads = this.threads.splice(0);
-    for (const thread of threads) this.finish(thread, new Error('render pool is closed'));
+    for (const thread of threads) {
+      thread.idle.busy();
+      this.finish(thread, new Error('render pool is closed'));
+    }
     await Promise.all(threads.map((t) => t.worker.terminate()));
   }
 
@@ -107,6 +122,7 @@ export class RenderPool {
         return;
       }
       const job = this.queue.shift()!;
+      thread.idle.busy();
       thread.job = job;
       thread.timer = setTimeout(() => this.kill(thread, new TemplateRenderError(`rendering took longer than ${this.deadlineMs} ms`)), this.deadlineMs);
       const msg: FromPool = { type: 'render', id: job.id, channel: job.channel, content: job.content, context: job.context };
@@ -117,13 +133,16 @@ export class RenderPool {
         this.finish(thread, err instanceof Error ? err : new Error(String(err)));
       }
     }
+    // Nothing waits: a ready thread left without a job starts counting towards its exit (one
+    // already counting goes on, so a spare thread exits even while another one works).
+    for (const thread of this.threads) if (thread.ready && thread.job === null && !thread.idle.counting) thread.idle.idle();
   }
 
   private spawn(): Thread {
     const worker = startWorker({ resourceLimits: { maxOldGenerationSizeMb: this.maxHeapMb } });
     // Idle render threads do not keep the process alive.
     worker.unref();
-    const thread: Thread = { worker, ready: false, job: null, timer: null };
+    const thread: Thread = { worker, ready: false, job: null, timer: null, idle: new IdleTimer(this.idleMs, () => this.retire(thread)) };
     worker.on('message', (msg: ToPool) => this.onMessage(thread, msg));
     worker.on('error', (err) => this.kill(thread, new TemplateRenderError(`the render thread failed: ${err.message}`)));
     worker.on('exit', () => this.kill(thread, new TemplateRenderError('the render thread stopped (out of memory?)')));
@@ -166,11 +185,20 @@ export class RenderPool {
     else job.resolve(content!);
   }
 
+  /** A thread idle for idleMs exits; its 'exit' finds it no longer in the pool. */
+  private retire(thread: Thread): void {
+    const index = this.threads.indexOf(thread);
+    if (index < 0 || thread.job !== null) return;
+    this.threads.splice(index, 1);
+    void thread.worker.terminate();
+  }
+
   /** Fails the thread's job, removes the thread and starts what waits on a new one. */
   private kill(thread: Thread, error: Error): void {
     const index = this.threads.indexOf(thread);
     if (index < 0) return;
     this.threads.splice(index, 1);
+    thread.idle.busy();
     this.finish(thread, error);
     void thread.worker.terminate();
     if (!thread.ready) {

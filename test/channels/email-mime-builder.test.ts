@@ -4,6 +4,7 @@ import { simpleParser } from 'mailparser';
 import type Mail from 'nodemailer/lib/mailer/index.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MimeBuilder, buildMime } from '../../src/channels/email/mime-builder.js';
+import { eventually } from '../helpers/wait.js';
 
 const pdf = randomBytes(20_000);
 const options: Mail.Options = {
@@ -50,6 +51,22 @@ describe('MimeBuilder', () => {
       if (i % 3 === 2) expect(built.raw.subarray(0, 15).toString()).not.toBe('DKIM-Signature:');
       else expect((await dkimVerify(built.raw, { resolver })).results[0].status.result).toBe('pass');
     }
+  });
+
+  it('lets its thread go once idle for idleMs, and builds the same message on a new one after', async () => {
+    builder = new MimeBuilder({ idleMs: 20 });
+    expect(builder.threadRunning).toBe(false);
+    expect(await builder.whenReady()).toBe(true);
+    expect((await simpleParser((await builder.build(options)).raw)).subject).toBe(options.subject);
+    await eventually(() => !builder!.threadRunning, 10_000, 'the idle MIME thread to exit');
+    expect(await builder.whenReady()).toBe(true);
+    expect(builder.threadRunning).toBe(true);
+    const [again, here] = await Promise.all([builder.build(options), buildMime(options)]);
+    expect(again.envelope).toEqual(here.envelope);
+    const [parsedThere, parsedHere] = await Promise.all([simpleParser(again.raw), simpleParser(here.raw)]);
+    expect(parsedThere.subject).toBe(parsedHere.subject);
+    expect(parsedThere.html).toBe(parsedHere.html);
+    expect(parsedThere.attachments.map((a) => a.content.equals(pdf))).toEqual([true]);
   });
 
   it('builds on its thread the message MailComposer builds here: envelope, headers, parts, attachments', async () => {

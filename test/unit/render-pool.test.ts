@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { TemplateRenderError } from '../../src/rendering/liquid.js';
 import { RenderPool } from '../../src/rendering/render-pool.js';
+import { eventually } from '../helpers/wait.js';
 
 describe('RenderPool', () => {
   const pool = new RenderPool({ size: 1, deadlineMs: 300 });
@@ -34,6 +35,33 @@ describe('RenderPool', () => {
     const closed = new RenderPool({ size: 1 });
     await closed.close();
     await expect(closed.render('INAPP_WEB', { title: 'x' }, {})).rejects.toThrow('closed');
+  });
+});
+
+describe('RenderPool threads at rest', () => {
+  it('lets a thread without a job go after idleMs, and starts one for the next render', async () => {
+    const pool = new RenderPool({ size: 1, idleMs: 20 });
+    try {
+      expect(pool.threadCount).toBe(0);
+      expect(await pool.render('INAPP_WEB', { title: 'one {{ n }}' }, { n: 1 })).toEqual({ title: 'one 1' });
+      await eventually(() => pool.threadCount === 0, 10_000, 'the idle render thread to exit');
+      const again = pool.render('INAPP_WEB', { title: 'two {{ n }}' }, { n: 2 });
+      expect(pool.threadCount).toBe(1);
+      expect(await again).toEqual({ title: 'two 2' });
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('keeps its threads by default between renders', async () => {
+    const pool = new RenderPool({ size: 1 });
+    try {
+      await pool.render('INAPP_WEB', { title: '{{ n }}' }, { n: 1 });
+      await new Promise((r) => setImmediate(r));
+      expect(pool.threadCount).toBe(1);
+    } finally {
+      await pool.close();
+    }
   });
 });
 

@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import type Mail from 'nodemailer/lib/mailer/index.js';
+import { IdleTimer, THREAD_IDLE_MS } from '../../idle-timer.js';
 import type { EmailDkimKey } from '../types.js';
 import { DkimSigner } from './dkim.js';
 
@@ -54,6 +55,8 @@ export async function composeMime(options: Mail.Options): Promise<BuiltMime> {
  */
 export class MimeBuilder {
   private worker: Worker | null = null;
+  /** Lets the thread go once nothing was built on it for a while (IdleTimer); the next build starts it again. */
+  private readonly idleTimer: IdleTimer;
   private ready = false;
   private nextId = 1;
   private readonly pending = new Map<number, { options: Mail.Options; dkim?: EmailDkimKey; resolve: (built: BuiltMime) => void; reject: (err: Error) => void }>();
@@ -64,6 +67,16 @@ export class MimeBuilder {
   private cannotStart = false;
   /** Settles when the thread is ready (true) or could not start (false). */
   private readiness: { promise: Promise<boolean>; settle: (ready: boolean) => void } | null = null;
+
+  /** `idleMs`: how long the thread stays without a message to build before it exits (default THREAD_IDLE_MS). */
+  constructor(options: { idleMs?: number } = {}) {
+    this.idleTimer = new IdleTimer(options.idleMs ?? THREAD_IDLE_MS, () => this.retire());
+  }
+
+  /** Whether the MIME thread runs (started, or starting). */
+  get threadRunning(): boolean {
+    return this.worker !== null;
+  }
 
   /** Starts the thread if it is not running; resolves true once it takes messages, false if it cannot start. */
   whenReady(): Promise<boolean> {
@@ -78,6 +91,7 @@ export class MimeBuilder {
     if (!this.closed && !this.cannotStart && !this.worker) this.start();
     if (!this.ready || !this.worker) return buildMime(options, dkim, this.signer);
     const worker = this.worker;
+    this.idleTimer.busy();
     return new Promise<BuiltMime>((resolve, reject) => {
       const id = this.nextId++;
       this.pending.set(id, { options, dkim, resolve, reject });
@@ -86,6 +100,7 @@ export class MimeBuilder {
       } catch {
         // Options a thread cannot be sent (not plain data): built here.
         this.pending.delete(id);
+        if (this.pending.size === 0) this.idleTimer.idle();
         buildMime(options, dkim, this.signer).then(resolve, reject);
       }
     });
@@ -93,6 +108,7 @@ export class MimeBuilder {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.idleTimer.busy();
     const worker = this.worker;
     this.readiness?.settle(false);
     this.stopped();
@@ -111,11 +127,14 @@ export class MimeBuilder {
       if ('ready' in msg) {
         this.ready = true;
         settle(true);
+        // Started by a build that then ran here: with nothing sent to it, the count starts now.
+        if (this.pending.size === 0) this.idleTimer.idle();
         return;
       }
       const job = this.pending.get(msg.id);
       if (!job) return;
       this.pending.delete(msg.id);
+      if (this.pending.size === 0) this.idleTimer.idle();
       if (msg.ok) job.resolve({ envelope: msg.envelope, raw: Buffer.from(msg.raw) });
       else job.reject(Object.assign(new Error(msg.message), msg.code ? { code: msg.code } : {}));
     });
@@ -128,6 +147,16 @@ export class MimeBuilder {
     };
     worker.on('error', failed);
     worker.on('exit', failed);
+  }
+
+  /** Idle for idleMs: the thread exits (its 'exit' is no failure: it is no longer this.worker). */
+  private retire(): void {
+    const worker = this.worker;
+    if (!worker || this.pending.size > 0) return;
+    this.worker = null;
+    this.ready = false;
+    this.readiness = null;
+    void worker.terminate();
   }
 
   /** Forgets the thread; what it was building is built here. */
