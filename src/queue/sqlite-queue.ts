@@ -300,8 +300,8 @@ export class SqliteQueue implements Queue, JobBackend {
   /**
    * Of `names`, those with a waiting job due or a running job whose lock expired: one read, two
    * index seeks (name, state, ...) per name that stop at the first row. A claim is an UPDATE and
-   * takes SQLite's write lock even when it finds nothing; an idle server polled ~14 names four
-   * times a second that way.
+   * takes SQLite's write lock even when it finds nothing; an idle server polled its 11 names four
+   * times a second that way (70 statements a second with the webhook poll; 20 now).
    */
   async dueNames(names: string[]): Promise<Set<string>> {
     if (names.length === 0) return new Set();
