@@ -609,7 +609,7 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
   });
 });
 
-describe('sqlite queue: completing a batch', () => {
+describe('sqlite queue', () => {
   let env: QueueEnv;
   beforeEach(async () => {
     env = await queueEnv('sqlite');
@@ -618,114 +618,100 @@ describe('sqlite queue: completing a batch', () => {
     await env.cleanup();
   });
 
-  it('completes in one statement only the runs this worker still holds', async () => {
-    const q = env.queue();
-    for (let i = 0; i < 3; i++) await q.enqueue(env.storage.db, 't.fence', { i });
-    const backend = q as unknown as JobBackend;
-    const [first, second, third] = await backend.claim('t.fence', 3);
-    if (!first || !second || !third) throw new Error('expected three claimed jobs');
-    // The second job was released and claimed again, here too: a new run, not the one completed.
-    await env.storage.db.executeQuery(CompiledQuery.raw('update queue_jobs set attempt = 2 where id = ?', [second.id]));
-    await backend.completeMany?.([first, second, third]);
-    expect((await env.job(first.id))?.state).toBe('done');
-    expect(await env.job(second.id)).toMatchObject({ state: 'running', attempt: 2 });
-    expect((await env.job(third.id))?.state).toBe('done');
-  });
-});
-
-describe('sqlite queue: looking for due jobs', () => {
-  let env: QueueEnv;
-  beforeEach(async () => {
-    env = await queueEnv('sqlite');
-  });
-  afterEach(async () => {
-    await env.cleanup();
-  });
-
-  it('names only those with a due waiting job or a running job whose lock expired', async () => {
-    const t0 = new Date('2026-01-15T10:00:00.000Z').getTime();
-    const clock = new ManualClock(new Date(t0));
-    const q = env.queue({ clock, lockMs: 30_000 });
-    const backend = q as unknown as JobBackend;
-    await q.enqueue(env.storage.db, 't.due', {});
-    await q.enqueue(env.storage.db, 't.later', {}, { runAt: new Date(t0 + 60_000) });
-    await q.enqueue(env.storage.db, 't.locked', {});
-    await q.enqueue(env.storage.db, 't.expired', {});
-    await q.enqueue(env.storage.db, 't.done', {});
-    expect(await backend.claim('t.locked', 1)).toHaveLength(1);
-    const [done] = await backend.claim('t.done', 1);
-    await backend.complete(done);
-    clock.advance(10_000);
-    // t.expired's lock runs out at t0 + 40 s, t.locked's is renewed below.
-    expect(await backend.claim('t.expired', 1)).toHaveLength(1);
-    const names = ['t.due', 't.later', 't.locked', 't.expired', 't.done', 't.none'];
-    expect([...(await backend.dueNames!(names))].sort()).toEqual(['t.due']);
-    clock.advance(30_001);
-    await env.storage.db.executeQuery(CompiledQuery.raw(`update queue_jobs set locked_until = ? where name = 't.locked'`, [new Date(t0 + 100_000).toISOString()]));
-    expect([...(await backend.dueNames!(names))].sort()).toEqual(['t.due', 't.expired']);
-    clock.advance(20_000);
-    expect([...(await backend.dueNames!(names))].sort()).toEqual(['t.due', 't.expired', 't.later']);
-    expect(await backend.dueNames!([])).toEqual(new Set());
-  });
-
-  it('an idle worker polls every name without claiming, and claims as soon as one has a job', async () => {
-    const q = env.queue();
-    const backend = q as unknown as JobBackend;
-    const claimedNames: string[] = [];
-    const claim = backend.claim.bind(backend);
-    backend.claim = (name, limit) => {
-      claimedNames.push(name);
-      return claim(name, limit);
-    };
-    const claims = watchClaims(q);
-    const ran = deferred<unknown>();
-    for (const name of ['t.a', 't.b', 't.c']) q.work(name, async (data) => ran.resolve(data));
-    await q.start();
-    await claims.polls('t.c', 3);
-    expect(claimedNames).toEqual([]);
-    // Enqueued on another connection: no nudge reaches this worker, its next poll finds the job.
-    const other = new SqliteQueue(env.storage.db);
-    await other.enqueue(env.storage.db, 't.b', { from: 'elsewhere' });
-    expect(await ran.promise).toEqual({ from: 'elsewhere' });
-    expect(claimedNames).toContain('t.b');
-    expect(claimedNames).not.toContain('t.a');
-  });
-});
-
-describe('sqlite queue purge', () => {
-  let env: QueueEnv;
-  beforeEach(async () => {
-    env = await queueEnv('sqlite');
-  });
-  afterEach(async () => {
-    await env.cleanup();
-  });
-
-  it('deletes finished jobs past their retention and keeps the rest', async () => {
-    const t0 = new Date('2026-01-15T10:00:00.000Z').getTime();
-    const q = env.queue({ clock: new ManualClock(new Date(t0)) });
-    const ran = deferred();
-    q.work('t.p', async () => ran.resolve());
-    q.work('t.f', async () => {
-      throw new PermanentJobError('no');
+  describe('completing a batch', () => {
+    it('completes in one statement only the runs this worker still holds', async () => {
+      const q = env.queue();
+      for (let i = 0; i < 3; i++) await q.enqueue(env.storage.db, 't.fence', { i });
+      const backend = q as unknown as JobBackend;
+      const [first, second, third] = await backend.claim('t.fence', 3);
+      if (!first || !second || !third) throw new Error('expected three claimed jobs');
+      // The second job was released and claimed again, here too: a new run, not the one completed.
+      await env.storage.db.executeQuery(CompiledQuery.raw('update queue_jobs set attempt = 2 where id = ?', [second.id]));
+      await backend.completeMany?.([first, second, third]);
+      expect((await env.job(first.id))?.state).toBe('done');
+      expect(await env.job(second.id)).toMatchObject({ state: 'running', attempt: 2 });
+      expect((await env.job(third.id))?.state).toBe('done');
     });
-    await q.start();
-    const done = await q.enqueue(env.storage.db, 't.p', {});
-    const failed = await q.enqueue(env.storage.db, 't.f', {});
-    const waiting = await q.enqueue(env.storage.db, 't.p', {}, { runAt: new Date(t0 + 86_400_000) });
-    await ran.promise;
-    await waitFor(async () => (await env.job(done))?.state === 'done' && (await env.job(failed))?.state === 'failed');
+  });
 
-    const twoHoursOn = new SqliteQueue(env.storage.db, { clock: new ManualClock(new Date(t0 + 2 * 3_600_000)) });
-    expect(await twoHoursOn.purge()).toBe(1);
-    expect(await env.job(done)).toBeUndefined();
-    expect((await env.job(failed))?.state).toBe('failed');
-    expect((await env.job(waiting))?.state).toBe('waiting');
+  describe('looking for due jobs', () => {
+    it('names only those with a due waiting job or a running job whose lock expired', async () => {
+      const t0 = new Date('2026-01-15T10:00:00.000Z').getTime();
+      const clock = new ManualClock(new Date(t0));
+      const q = env.queue({ clock, lockMs: 30_000 });
+      const backend = q as unknown as JobBackend;
+      await q.enqueue(env.storage.db, 't.due', {});
+      await q.enqueue(env.storage.db, 't.later', {}, { runAt: new Date(t0 + 60_000) });
+      await q.enqueue(env.storage.db, 't.locked', {});
+      await q.enqueue(env.storage.db, 't.expired', {});
+      await q.enqueue(env.storage.db, 't.done', {});
+      expect(await backend.claim('t.locked', 1)).toHaveLength(1);
+      const [done] = await backend.claim('t.done', 1);
+      await backend.complete(done);
+      clock.advance(10_000);
+      // t.expired's lock runs out at t0 + 40 s, t.locked's is renewed below.
+      expect(await backend.claim('t.expired', 1)).toHaveLength(1);
+      const names = ['t.due', 't.later', 't.locked', 't.expired', 't.done', 't.none'];
+      expect([...(await backend.dueNames!(names))].sort()).toEqual(['t.due']);
+      clock.advance(30_001);
+      await env.storage.db.executeQuery(CompiledQuery.raw(`update queue_jobs set locked_until = ? where name = 't.locked'`, [new Date(t0 + 100_000).toISOString()]));
+      expect([...(await backend.dueNames!(names))].sort()).toEqual(['t.due', 't.expired']);
+      clock.advance(20_000);
+      expect([...(await backend.dueNames!(names))].sort()).toEqual(['t.due', 't.expired', 't.later']);
+      expect(await backend.dueNames!([])).toEqual(new Set());
+    });
 
-    const weeksOn = new SqliteQueue(env.storage.db, { clock: new ManualClock(new Date(t0 + 8 * 86_400_000)) });
-    expect(await weeksOn.purge()).toBe(1);
-    expect(await env.job(failed)).toBeUndefined();
-    expect((await env.job(waiting))?.state).toBe('waiting');
+    it('an idle worker polls every name without claiming, and claims as soon as one has a job', async () => {
+      const q = env.queue();
+      const backend = q as unknown as JobBackend;
+      const claimedNames: string[] = [];
+      const claim = backend.claim.bind(backend);
+      backend.claim = (name, limit) => {
+        claimedNames.push(name);
+        return claim(name, limit);
+      };
+      const claims = watchClaims(q);
+      const ran = deferred<unknown>();
+      for (const name of ['t.a', 't.b', 't.c']) q.work(name, async (data) => ran.resolve(data));
+      await q.start();
+      await claims.polls('t.c', 3);
+      expect(claimedNames).toEqual([]);
+      // Enqueued on another connection: no nudge reaches this worker, its next poll finds the job.
+      const other = new SqliteQueue(env.storage.db);
+      await other.enqueue(env.storage.db, 't.b', { from: 'elsewhere' });
+      expect(await ran.promise).toEqual({ from: 'elsewhere' });
+      expect(claimedNames).toContain('t.b');
+      expect(claimedNames).not.toContain('t.a');
+    });
+  });
+
+  describe('purge', () => {
+    it('deletes finished jobs past their retention and keeps the rest', async () => {
+      const t0 = new Date('2026-01-15T10:00:00.000Z').getTime();
+      const q = env.queue({ clock: new ManualClock(new Date(t0)) });
+      const ran = deferred();
+      q.work('t.p', async () => ran.resolve());
+      q.work('t.f', async () => {
+        throw new PermanentJobError('no');
+      });
+      await q.start();
+      const done = await q.enqueue(env.storage.db, 't.p', {});
+      const failed = await q.enqueue(env.storage.db, 't.f', {});
+      const waiting = await q.enqueue(env.storage.db, 't.p', {}, { runAt: new Date(t0 + 86_400_000) });
+      await ran.promise;
+      await waitFor(async () => (await env.job(done))?.state === 'done' && (await env.job(failed))?.state === 'failed');
+
+      const twoHoursOn = new SqliteQueue(env.storage.db, { clock: new ManualClock(new Date(t0 + 2 * 3_600_000)) });
+      expect(await twoHoursOn.purge()).toBe(1);
+      expect(await env.job(done)).toBeUndefined();
+      expect((await env.job(failed))?.state).toBe('failed');
+      expect((await env.job(waiting))?.state).toBe('waiting');
+
+      const weeksOn = new SqliteQueue(env.storage.db, { clock: new ManualClock(new Date(t0 + 8 * 86_400_000)) });
+      expect(await weeksOn.purge()).toBe(1);
+      expect(await env.job(failed)).toBeUndefined();
+      expect((await env.job(waiting))?.state).toBe('waiting');
+    });
   });
 });
 
