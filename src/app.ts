@@ -5,7 +5,7 @@ import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import type { Deps } from './deps.js';
 import { installAuth } from './http/auth.js';
 import { installCors } from './http/cors.js';
-import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.js';
+import { MAX_PATH_SEGMENT_LENGTH, clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.js';
 import { parseJsonBody } from './http/json-body.js';
 import { docsOptions, openApiOptions } from './http/openapi.js';
 import { installMetrics } from './http/metrics.js';
@@ -74,7 +74,7 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
     trustProxy: deps.config.trustProxy,
     // Route matching ignores a trailing slash, as API clients often add one.
     // Path ids (user ids up to 256 chars, URL-encoded) may be longer than Fastify's default 100.
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PATH_SEGMENT_LENGTH },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false }, onCreate: installFormats },
   }).withTypeProvider<TypeBoxTypeProvider>();
 

@@ -6,6 +6,15 @@ import { AppError, type ErrorCode, errorBody } from '../errors.js';
 import { nulInUrl } from './json-body.js';
 import type { App } from './types.js';
 
+/**
+ * The longest path segment the router matches, in characters. Far above any id's own limit
+ * (user ids: 256, URL-encoded up to 768) so that the routes' validation answers instead: GET
+ * /logs/{trackingIds} must answer 400 TOO_MANY_TRACKING_IDS (the spec gives it no 414), and 30
+ * UUIDs already passed the former 1,024. 8,192 holds some 200 comma-separated UUIDs; Node's own
+ * limit on the request line and headers is 16 KB.
+ */
+export const MAX_PATH_SEGMENT_LENGTH = 8192;
+
 /** Fastify's own error codes mapped into our closed list. */
 const FASTIFY_CODES: Record<string, { code: ErrorCode; message?: string; fix?: string }> = {
   FST_ERR_CTP_BODY_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', message: 'The request body is larger than this server accepts.', fix: 'Send a smaller body, or raise CLARION_BODY_LIMIT on the server.' },
@@ -13,7 +22,7 @@ const FASTIFY_CODES: Record<string, { code: ErrorCode; message?: string; fix?: s
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'INVALID_JSON', message: 'The body is empty but Content-Type is application/json.', fix: 'Send a JSON body or omit the Content-Type header.' },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'VALIDATION_FAILED', message: 'Content-Length does not match the body.' },
   FST_ERR_BAD_URL: { code: 'VALIDATION_FAILED', message: 'The URL has a malformed percent-escape.', fix: 'Percent-encode the path as UTF-8 (encodeURIComponent).' },
-  FST_ERR_MAX_PARAM_LENGTH: { code: 'URI_TOO_LONG', message: 'A path segment is longer than this server accepts (1024 characters).', fix: 'Use a shorter id.' },
+  FST_ERR_MAX_PARAM_LENGTH: { code: 'URI_TOO_LONG', message: `A path segment is longer than this server accepts (${MAX_PATH_SEGMENT_LENGTH} characters).`, fix: 'Use a shorter id.' },
 };
 
 // Not OPTIONS: the CORS plugin (http/cors.ts) serves it on every path, for preflights.

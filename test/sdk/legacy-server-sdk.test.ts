@@ -189,6 +189,9 @@ describe.each(STORAGE_KINDS)('older server SDK notificationapi-node-server-sdk (
     expect(await result({ notificationFilter: ['digest'], dateRangeFilter: { startTime: start } })).toEqual([...all].sort());
     expect(await result({ notificationFilter: ['digest'], userFilter: ['eve'] })).toEqual([all[0], all[1]].sort());
     expect(await result({ notificationFilter: ['digest'], channelFilter: [Channels.INAPP_WEB] })).toEqual([all[1], all[2]].sort());
+    // The spec's VOICE (not in this SDK's enum): accepted, and no send of this server delivers over it.
+    expect(await result({ notificationFilter: ['digest'], channelFilter: ['VOICE' as Channels, Channels.INAPP_WEB] })).toEqual([all[1], all[2]].sort());
+    expect(await result({ notificationFilter: ['digest'], channelFilter: ['VOICE' as Channels] })).toEqual([]);
     expect(await result({ trackingIds: [all[2], all[0]], statusFilter: ['delivered', 'sent'] })).toEqual([all[0], all[2]].sort());
     expect(await result({ notificationFilter: ['digest'], requestFilter: ['marker-7'] })).toEqual([all[0]]);
     expect(await result({ notificationFilter: ['digest'], dateRangeFilter: { endTime: start - 60 } })).toEqual([]);

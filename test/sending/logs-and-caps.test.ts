@@ -35,6 +35,13 @@ describe.each(STORAGE_KINDS)('logs, log queries and usage caps (%s)', (kind) => 
     const res = await t.app.inject({ method: 'GET', url: `/logs/${many}`, headers: t.auth });
     expect(res.statusCode).toBe(400);
     expect(res.json().error.code).toBe('TOO_MANY_TRACKING_IDS');
+    // Real ids are UUIDs: 100 of them, plain or as the SDK encodes the list, still get the log route's own 400 (the spec gives it no 414).
+    const uuids = Array.from({ length: 100 }, () => crypto.randomUUID());
+    for (const list of [uuids.join(','), encodeURIComponent(uuids.join(','))]) {
+      const long = await t.app.inject({ method: 'GET', url: `/logs/${list}`, headers: t.auth });
+      expect(long.statusCode).toBe(400);
+      expect(long.json().error).toMatchObject({ code: 'TOO_MANY_TRACKING_IDS', message: expect.stringContaining('got 100') });
+    }
   });
 
   it('runs an asynchronous query whose filters combine with AND', async () => {
@@ -67,6 +74,20 @@ describe.each(STORAGE_KINDS)('logs, log queries and usage caps (%s)', (kind) => 
       return r.status === 'Complete' ? r : undefined;
     });
     expect(r3.logs).toEqual([]);
+  });
+
+  it("filters by the spec's voice channel: accepted, and no send delivers over it", async () => {
+    const run = async (channelFilter: string[]) => {
+      const start = await t.app.inject({ method: 'POST', url: '/logs/query', headers: t.auth, payload: { channelFilter } });
+      expect(start.statusCode).toBe(200);
+      const done = await eventually(async () => {
+        const r = (await t.app.inject({ method: 'GET', url: `/logs/query/${start.json().queryId}`, headers: t.auth })).json();
+        return r.status === 'Complete' ? r : undefined;
+      });
+      return done.logs.map((l: { trackingId: string }) => l.trackingId).sort();
+    };
+    expect(await run(['voice'])).toEqual([]);
+    expect(await run(['voice', 'inapp'])).toEqual([...ids].sort());
   });
 
   it('validates query filters', async () => {

@@ -2,9 +2,10 @@ import { Type } from '@sinclair/typebox';
 import type { Deps } from '../../deps.js';
 import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
-import { LOG_CHANNELS, SEND_CHANNELS } from '../sending/channels.js';
+import { SEND_CHANNELS } from '../sending/channels.js';
 import {
   DEFAULT_EVENTS_PAGE,
+  FILTER_CHANNELS,
   LOG_STATUSES,
   MAX_EVENTS_PAGE,
   type LogsService,
@@ -135,7 +136,7 @@ export function logRoutes(app: App, deps: Pick<Deps, 'config'>, service: LogsSer
           userFilter: Type.Optional(FilterString()),
           envIdFilter: Type.Optional(FilterList()),
           statusFilter: Type.Optional(FilterString(`one of ${LOG_STATUSES.join(', ')}`)),
-          channelFilter: Type.Optional(FilterList(LOG_CHANNELS.join(', '))),
+          channelFilter: Type.Optional(FilterList(FILTER_CHANNELS.join(', '))),
           notificationFilter: Type.Optional(FilterList()),
         }),
         response: withErrors({ 200: Type.Object({ queryId: Type.String() }) }),
@@ -159,7 +160,7 @@ export function logRoutes(app: App, deps: Pick<Deps, 'config'>, service: LogsSer
             }),
           ),
           notificationFilter: Type.Optional(FilterList()),
-          channelFilter: Type.Optional(FilterList(`${SEND_CHANNELS.map((c) => c.channel).join(', ')} (or ${LOG_CHANNELS.join(', ')})`)),
+          channelFilter: Type.Optional(FilterList(`${SEND_CHANNELS.map((c) => c.channel).join(', ')}, VOICE (or ${FILTER_CHANNELS.join(', ')})`)),
           userFilter: Type.Optional(FilterList()),
           statusFilter: Type.Optional(FilterList(LOG_STATUSES.join(', '))),
           trackingIds: Type.Optional(Type.Array(Type.String({ maxLength: MAX_TRACKING_ID_LENGTH }), { maxItems: MAX_FILTER_ITEMS })),

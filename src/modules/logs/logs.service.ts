@@ -9,6 +9,12 @@ import { type LogEvent, decodeCursor, encodeCursor, toLogEvent } from './log-eve
 import { type LogRecord, logStatus, toLogRecord } from './log-record.js';
 import { type LogFilters, LogsRepository } from './logs.repository.js';
 
+/**
+ * The spec's log filter channels: the send channels' log names and `voice`, whose calls have no
+ * delivery yet (the voice operations are not built), so it is accepted and matches nothing.
+ */
+export const FILTER_CHANNELS: readonly string[] = [...LOG_CHANNELS, 'voice'];
+
 export const MAX_TRACKING_IDS = 25;
 /** GET /logs/tail: the SDK's "last 100 logs". */
 export const TAIL_SIZE = 100;
@@ -208,7 +214,7 @@ export class LogsService {
       if (!(LOG_STATUSES as readonly string[]).includes(status)) throw invalid(`statusFilter "${status}" is not one of ${LOG_STATUSES.join(', ')}.`);
     }
     for (const channel of input.channelFilter ?? []) {
-      if (!(LOG_CHANNELS as readonly string[]).includes(channel)) throw invalid(`channelFilter "${channel}" is not one of ${LOG_CHANNELS.join(', ')}.`);
+      if (!FILTER_CHANNELS.includes(channel)) throw invalid(`channelFilter "${channel}" is not one of ${FILTER_CHANNELS.join(', ')}.`);
     }
     // envIdFilter may name other environments of the account for account-scope callers only
     // (the search is scoped by account, so another account's ids find nothing); without it, a

@@ -36,7 +36,7 @@ export function fromOlderSdkQuery(body: OlderSdkLogQuery): LogQueryInput {
   return {
     ...(hasRange ? { dateRangeFilter: [range.startTime ?? 0, range.endTime ?? MAX_TIMESTAMP_MS] } : {}),
     ...(body.notificationFilter ? { notificationFilter: body.notificationFilter } : {}),
-    ...(body.channelFilter ? { channelFilter: body.channelFilter.map((c) => SEND_CHANNELS.find((s) => s.channel === c)?.log ?? c) } : {}),
+    ...(body.channelFilter ? { channelFilter: body.channelFilter.map((c) => SEND_CHANNELS.find((s) => s.channel === c)?.log ?? (c === 'VOICE' ? 'voice' : c)) } : {}),
     ...(body.userFilter ? { userFilter: body.userFilter } : {}),
     ...(body.statusFilter ? { statusFilter: body.statusFilter } : {}),
     ...(body.trackingIds ? { trackingIds: body.trackingIds } : {}),
