@@ -7,7 +7,7 @@ import { Query } from 'mingo';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../../src/errors.js';
 import { parseFilter } from '../../src/modules/broadcasts/audience-filter.js';
-import { userDocument } from '../../src/modules/broadcasts/audience-match.js';
+import { filterMatcher, userDocument } from '../../src/modules/broadcasts/audience-match.js';
 import { translateFilter } from '../../src/modules/broadcasts/audience-sql.js';
 import { AudienceRepository } from '../../src/modules/broadcasts/audience.repository.js';
 import type { UserRow } from '../../src/modules/users/users.repository.js';
@@ -28,6 +28,10 @@ const refused = (filter: unknown): AppError => {
 describe('audience filter validation', () => {
   it.each(([
     [{ name: 'x' }, /audience\.filter\.name: "name" is not a field of the user document/],
+    [{ 'user.plan': 'x' }, /audience\.filter\.user\.plan: "user\.plan" is not a field of the user document/],
+    [{ 'user.': 'x' }, /"user\." is not a field of the user document/],
+    [{ 'user.properties.': 1 }, /a property key is 1 to 64 characters/],
+    [{ ['properties.' + '\u{1F600}'.repeat(65)]: 1 }, /a property key is 1 to 64 characters/],
     [{ 'properties.a.b': 1 }, /property keys with "\."/],
     [{ 'properties.': 1 }, /a property key is 1 to 64 characters/],
     [{ properties: { plan: 'pro' } }, /"properties" is not a field/],
@@ -266,6 +270,28 @@ describe.each(STORAGE_KINDS)('audience filter SQL agrees with mingo (%s)', (kind
       if (!got.exact) expect(got.scanned).toBeGreaterThanOrEqual(expected.length);
     }
     expect(nonTrivial).toBeGreaterThan(100);
+  });
+
+  it('reads fields written as paths of the user (user.properties.<key>, as the spec names them) as the fields themselves', async () => {
+    const pairs: [Record<string, unknown>, Record<string, unknown>][] = [
+      [{ 'user.properties.plan': 'pro' }, { 'properties.plan': 'pro' }],
+      [
+        { $or: [{ 'user.email': { $regex: '^a' } }, { 'user.properties.age': { $gte: 30 } }], 'user.id': { $ne: 'u03' } },
+        { $or: [{ email: { $regex: '^a' } }, { 'properties.age': { $gte: 30 } }], id: { $ne: 'u03' } },
+      ],
+      // The same field under both names: both conditions hold.
+      [{ 'properties.age': { $gte: 20 }, 'user.properties.age': { $lt: 40 } }, { 'properties.age': { $gte: 20, $lt: 40 } }],
+    ];
+    for (const [prefixed, plain] of pairs) {
+      const expected = viaMingo(plain);
+      expect(expected.length, JSON.stringify(plain)).toBeGreaterThan(0);
+      expect(expected.length, JSON.stringify(plain)).toBeLessThan(users.length);
+      const matches = filterMatcher(prefixed);
+      expect(users.filter(matches).map((u) => u.id).sort(), JSON.stringify(prefixed)).toEqual(expected);
+      const translated = translateFilter(parseFilter(prefixed), kind);
+      const rows = await new AudienceRepository(t.deps.db).page(scope(), translated.where, null, 10_000, null);
+      expect((translated.exact ? rows : rows.filter(matches)).map((u) => u.id).sort(), JSON.stringify(prefixed)).toEqual(expected);
+    }
   });
 
   it('narrows a $regex filter in SQL to the users that can match before mingo runs', async () => {

@@ -184,6 +184,11 @@ describe.each(STORAGE_KINDS)('broadcasts (%s)', (kind) => {
     expect(all.map((b) => b.name)).toEqual(['n4', 'n3', 'n2', 'n1', 'n0']);
     expect(all[3].archivedAt).toBe(clock.now().toISOString());
     expectErrorBody(await call('GET', '/broadcasts?limit=0', undefined, auth), 400, 'VALIDATION_FAILED', /limit/);
+    // A cursor this list never gave is refused, not read as the first page.
+    for (const bad of ['garbage', made[2].broadcastId.toUpperCase(), `${made[2].broadcastId}x`]) {
+      expectErrorBody(await call('GET', `/broadcasts?cursor=${bad}`, undefined, auth), 400, 'VALIDATION_FAILED', /cursor is not a cursor of this list/);
+    }
+    expect((await call('GET', '/broadcasts?cursor=', undefined, auth)).json<{ broadcasts: unknown[] }>().broadcasts).toHaveLength(4);
   });
 
   it('another account or environment never sees nor changes a broadcast', async () => {

@@ -51,6 +51,16 @@ describe.each(STORAGE_KINDS)('users validation (%s)', (kind) => {
       await accepts({ properties: { note: 'x'.repeat(256) } });
       await rejects({ properties: { note: 'x'.repeat(257) } }, 'PROPERTY_LIMIT_EXCEEDED', 'properties.note');
     });
+    it('counts characters, not UTF-16 code units: an emoji is one', async () => {
+      const emoji = '\u{1F600}';
+      expect(emoji.length).toBe(2);
+      const stored = await accepts({ properties: { [emoji.repeat(64)]: emoji.repeat(180) } });
+      expect(stored.properties[emoji.repeat(64)]).toBe(emoji.repeat(180));
+      await accepts({ properties: { note: emoji.repeat(250) } });
+      await rejects({ properties: { [emoji.repeat(65)]: 1 } }, 'PROPERTY_LIMIT_EXCEEDED', emoji.repeat(40));
+      const refused = await rejects({ properties: { note: emoji.repeat(257) } }, 'PROPERTY_LIMIT_EXCEEDED', 'properties.note');
+      expect(refused.message).toContain('is 257 characters');
+    });
     it('at most 1 KB serialized', async () => {
       // 4 x 250 characters: each value within limits, the whole over 1024 bytes.
       await rejects({ properties: props(4, () => 'y'.repeat(250)) }, 'PROPERTY_LIMIT_EXCEEDED', '1024');

@@ -296,6 +296,7 @@ describe.each(STORAGE_KINDS)('webhook retries under a manual clock (%s)', (kind)
     const page2 = await service.attempts(scope(), endpointId, { limit: 4, cursor: page1.nextCursor });
     expect(page2.attempts).toHaveLength(2);
     expect(page2.nextCursor).toBeUndefined();
+    await expect(service.attempts(scope(), endpointId, { cursor: 'zz' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED', message: 'cursor is not a cursor of this list.' });
     expect(new Set([...page1.attempts, ...page2.attempts].map((a) => a.id)).size).toBe(6);
     expect((await service.attempts(scope(), endpointId, { failed: true })).attempts).toHaveLength(3);
     expect((await service.attempts(scope(), endpointId, { failed: false })).attempts).toHaveLength(3);

@@ -1,4 +1,5 @@
 import safeRegex from 'safe-regex2';
+import { characterCount } from '../../characters.js';
 import { invalid } from '../../errors.js';
 
 /**
@@ -40,17 +41,42 @@ export const FILTER_LIMITS = {
 } as const;
 
 export const COLUMN_FIELDS: readonly ColumnField[] = ['id', 'email', 'number', 'timezone', 'createdAt'];
+/**
+ * The spec names filter fields as paths of the user (`user.properties.<key>`); the user document
+ * is the filter's root, so `user.` is optional and means nothing more.
+ */
+const USER_PREFIX = 'user.';
+
 const LOGICAL = ['$and', '$or', '$nor'] as const;
 const FIELD_OPERATORS = ['$eq', '$ne', '$gt', '$gte', '$lt', '$lte', '$in', '$nin', '$exists', '$regex', '$options', '$not'] as const;
 const REGEX_FLAGS = /^[ims]*$/;
 const PROPERTY_KEY_MAX = 64;
 
-const FIX_FIELDS = `Filter on id, email, number, timezone, createdAt or properties.<key>, e.g. {"properties.plan": "pro", "createdAt": {"$gte": "2026-01-01"}}.`;
+const FIX_FIELDS = `Filter on id, email, number, timezone, createdAt or properties.<key> (each may be written user.<field>), e.g. {"properties.plan": "pro", "createdAt": {"$gte": "2026-01-01"}}.`;
 const FIX_OPERATORS = `Use $and, $or, $nor at the top, and ${FIELD_OPERATORS.filter((o) => o !== '$options').join(', ')} (with $options i, m, s) on fields.`;
 
 class Budget {
   conditions = 0;
   values = 0;
+}
+
+/**
+ * A valid filter with its `user.` prefixes dropped, as mingo reads it against the user document.
+ * A field named twice (`email` and `user.email` in one object) keeps both conditions, under $and.
+ */
+export function withoutUserPrefix(filter: Record<string, unknown>): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  const again: Record<string, unknown>[] = [];
+  for (const [key, value] of Object.entries(filter)) {
+    if ((LOGICAL as readonly string[]).includes(key)) {
+      fields[key] = (value as Record<string, unknown>[]).map(withoutUserPrefix);
+      continue;
+    }
+    const field = key.startsWith(USER_PREFIX) ? key.slice(USER_PREFIX.length) : key;
+    if (Object.hasOwn(fields, field)) again.push({ [field]: value });
+    else fields[field] = value;
+  }
+  return again.length === 0 ? fields : { $and: [fields, ...again] };
 }
 
 /** Validates `raw` as an audience filter; throws 400 VALIDATION_FAILED naming the offending path. */
@@ -82,17 +108,18 @@ function parseQuery(query: Record<string, unknown>, path: string, depth: number,
   return children.length === 1 ? children[0] : { kind: 'and', children };
 }
 
-function parseField(key: string, at: string): FieldPath {
+function parseField(raw: string, at: string): FieldPath {
+  const key = raw.startsWith(USER_PREFIX) ? raw.slice(USER_PREFIX.length) : raw;
   if ((COLUMN_FIELDS as readonly string[]).includes(key)) return { kind: 'column', field: key as ColumnField };
   if (key.startsWith('properties.')) {
     const name = key.slice('properties.'.length);
-    if (name.length < 1 || name.length > PROPERTY_KEY_MAX) throw invalid(`${at}: a property key is 1 to ${PROPERTY_KEY_MAX} characters.`, FIX_FIELDS);
+    if (name.length < 1 || characterCount(name) > PROPERTY_KEY_MAX) throw invalid(`${at}: a property key is 1 to ${PROPERTY_KEY_MAX} characters.`, FIX_FIELDS);
     if (/["\\.]/.test(name) || name.startsWith('$')) {
       throw invalid(`${at}: property keys with ".", '"' or "\\", or starting with "$", cannot be filtered on.`, 'Filter on properties whose keys are plain names (letters, digits, _ or -).');
     }
     return { kind: 'property', key: name };
   }
-  throw invalid(`${at}: "${key}" is not a field of the user document.`, FIX_FIELDS);
+  throw invalid(`${at}: "${raw}" is not a field of the user document.`, FIX_FIELDS);
 }
 
 function parseConditions(value: unknown, at: string, depth: number, budget: Budget): Condition[] {

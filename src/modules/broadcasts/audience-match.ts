@@ -1,5 +1,6 @@
 import { Query } from 'mingo';
 import type { Properties } from '../users/users.types.js';
+import { withoutUserPrefix } from './audience-filter.js';
 
 /** The columns of a user that the filter reads. */
 export interface UserFilterColumns {
@@ -37,6 +38,6 @@ export function userDocument(row: UserFilterColumns): UserDocument {
  * parseFilter accepted: mingo would also run operators this language refuses.
  */
 export function filterMatcher(filter: Record<string, unknown>): (row: UserFilterColumns) => boolean {
-  const query = new Query(filter, {});
+  const query = new Query(withoutUserPrefix(filter), {});
   return (row) => query.test(userDocument(row));
 }

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
+import { idCursor } from '../../id-cursor.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { AuthContext } from '../auth/auth-context.js';
@@ -96,7 +97,7 @@ export class BroadcastsService {
 
   async list(scope: EnvScope, query: { cursor?: string; limit?: number; archived?: boolean }): Promise<{ broadcasts: BroadcastView[]; nextCursor?: string }> {
     const limit = query.limit ?? LIST_LIMIT_DEFAULT;
-    const rows = await new BroadcastsRepository(this.deps.db).list(scope, { before: query.cursor, limit: limit + 1, archived: query.archived === true });
+    const rows = await new BroadcastsRepository(this.deps.db).list(scope, { before: idCursor(query.cursor), limit: limit + 1, archived: query.archived === true });
     const page = rows.slice(0, limit);
     return { broadcasts: page.map((r) => broadcastView(r, false)), ...(rows.length > limit ? { nextCursor: page[page.length - 1].id } : {}) };
   }

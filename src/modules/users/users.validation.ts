@@ -1,6 +1,7 @@
 import { createECDH } from 'node:crypto';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { EMAIL_ADDRESS_MAX, isEmailAddress } from '../../channels/email/recipients.js';
+import { characterCount } from '../../characters.js';
 import { AppError, invalid } from '../../errors.js';
 import { hasMaskedValue } from './slack-token.js';
 import type { IdentifyPatch, Properties, PropertyValue, PushToken, SlackToken, WebPushToken } from './users.types.js';
@@ -19,7 +20,7 @@ const FIX_PROPERTIES = 'Keep properties to at most 25 keys of at most 64 charact
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function validateUserId(id: unknown, field = 'userId'): string {
-  if (typeof id !== 'string' || id.length < 1 || id.length > USER_ID_MAX) {
+  if (typeof id !== 'string' || id.length < 1 || characterCount(id) > USER_ID_MAX) {
     throw invalid(`${field} must be a string of 1 to ${USER_ID_MAX} characters.`, 'Use your own stable identifier for the user (e.g. a database id or an email address).');
   }
   return id;
@@ -67,13 +68,14 @@ export function checkPropertyLimits(properties: Record<string, unknown>, field =
   const keys = Object.keys(properties);
   if (keys.length > PROPERTY_LIMITS.keys) throw propertyError(`${field} has ${keys.length} keys; at most ${PROPERTY_LIMITS.keys} are allowed.`);
   for (const key of keys) {
-    if (key.length < 1 || key.length > PROPERTY_LIMITS.keyLength) {
+    if (key.length < 1 || characterCount(key) > PROPERTY_LIMITS.keyLength) {
       throw propertyError(`${field} key "${key.slice(0, 80)}" must be 1 to ${PROPERTY_LIMITS.keyLength} characters.`);
     }
     const value = properties[key];
     if (typeof value === 'string') {
-      if (value.length > PROPERTY_LIMITS.stringValueLength) {
-        throw propertyError(`${field}.${key} is ${value.length} characters; string values are limited to ${PROPERTY_LIMITS.stringValueLength}.`);
+      const characters = characterCount(value);
+      if (characters > PROPERTY_LIMITS.stringValueLength) {
+        throw propertyError(`${field}.${key} is ${characters} characters; string values are limited to ${PROPERTY_LIMITS.stringValueLength}.`);
       }
     } else if (!(typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value)))) {
       throw propertyError(`${field}.${key} must be a string, a finite number or a boolean.`);
@@ -95,7 +97,7 @@ function parsePropertiesPatch(value: unknown): Record<string, PropertyValue | nu
   const present = Object.fromEntries(entries.filter(([, v]) => v !== null));
   checkPropertyLimits(present);
   for (const [key] of entries) {
-    if (key.length < 1 || key.length > PROPERTY_LIMITS.keyLength) throw propertyError(`properties key "${key.slice(0, 80)}" must be 1 to ${PROPERTY_LIMITS.keyLength} characters.`);
+    if (key.length < 1 || characterCount(key) > PROPERTY_LIMITS.keyLength) throw propertyError(`properties key "${key.slice(0, 80)}" must be 1 to ${PROPERTY_LIMITS.keyLength} characters.`);
   }
   return value as Record<string, PropertyValue | null>;
 }
@@ -187,7 +189,7 @@ function parseSlackToken(value: unknown): SlackToken {
 }
 
 function optionalString(value: unknown, field: string, max: number): string {
-  if (typeof value !== 'string' || value.length > max) throw invalid(`${field} must be a string of at most ${max} characters.`);
+  if (typeof value !== 'string' || characterCount(value) > max) throw invalid(`${field} must be a string of at most ${max} characters.`);
   return value;
 }
 

@@ -1,5 +1,6 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
+import { idCursor } from '../../id-cursor.js';
 import { blockedReason } from '../../net/ssrf.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import { EVENT_TYPES, isEventType } from './events.js';
@@ -181,7 +182,7 @@ export class WebhooksService {
     await this.endpoint(scope, endpointId);
     if (query.event !== undefined && !isEventType(query.event)) throw invalid(`"${query.event}" is not an event name.`, `Use one of: ${EVENT_TYPES.join(', ')}.`);
     const limit = query.limit ?? 50;
-    const rows = await this.repo.listAttempts(scope, endpointId, { eventType: query.event, failed: query.failed, before: query.cursor, limit: limit + 1 });
+    const rows = await this.repo.listAttempts(scope, endpointId, { eventType: query.event, failed: query.failed, before: idCursor(query.cursor), limit: limit + 1 });
     const page = rows.slice(0, limit);
     return { attempts: page.map(attemptView), ...(rows.length > limit ? { nextCursor: page[page.length - 1].id } : {}) };
   }
