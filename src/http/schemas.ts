@@ -2,6 +2,13 @@ import { Type, type TSchema } from '@sinclair/typebox';
 
 export const CHANNELS = ['EMAIL', 'INAPP_WEB', 'SMS', 'CALL', 'VOICE', 'PUSH', 'WEB_PUSH', 'SLACK'] as const;
 export type Channel = (typeof CHANNELS)[number];
+/**
+ * A notification type id, wherever one is given: a send's `type`, a broadcast's, the types and
+ * templates routes' path, preferences. One schema, so that a type a send creates can always be
+ * read, changed and deleted (a path parameter comes URL-decoded: `a%2Fb` is the id `a/b`).
+ */
+export const NotificationTypeId = Type.String({ minLength: 1, maxLength: 200, description: 'notification type id' });
+
 export const ChannelSchema = Type.Union(CHANNELS.map((c) => Type.Literal(c)));
 
 export const ErrorBodySchema = Type.Object(

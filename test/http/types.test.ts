@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUTO_CREATED_CHANNELS, TypesService } from '../../src/modules/types/types.service.js';
+import { draftBody } from '../helpers/broadcasts.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
@@ -46,6 +47,29 @@ describe.each(STORAGE_KINDS)('notification types (%s)', (kind) => {
     expect(del.statusCode).toBe(200);
     expect((await req('GET', '/types/digest')).statusCode).toBe(404);
     expect((await req('DELETE', '/types/digest')).statusCode).toBe(404);
+  });
+
+  it('manages every type a send or a broadcast creates: a slash in its id, up to 200 characters', async () => {
+    const ids = ['orders/shipped', 'x'.repeat(200)];
+    for (const type of ids) {
+      const sent = await req('POST', '/send', { type, to: { id: 'u-types', email: 'u-types@example.com' }, email: { subject: 's', html: '<p>h</p>' } });
+      expect(sent.statusCode, sent.body).toBe(200);
+      const path = `/types/${encodeURIComponent(type)}`;
+      const [read] = (await req('GET', path)).json();
+      expect(read).toMatchObject({ notificationId: type });
+      expect((await req('PATCH', path, { title: 'Renamed' })).json()).toMatchObject({ notificationId: type, title: 'Renamed' });
+      const template = await req('POST', `/notifications/${encodeURIComponent(type)}/EMAIL/templates`, { templateId: 't1', subject: 's', html: 'h' });
+      expect(template.statusCode, template.body).toBe(200);
+      expect((await req('DELETE', path)).statusCode).toBe(200);
+      expect((await req('GET', path)).statusCode).toBe(404);
+    }
+    const broadcast = await req('POST', '/broadcasts', draftBody(t, { type: 'news/weekly' }));
+    expect(broadcast.statusCode, broadcast.body).toBe(200);
+    expect((await req('GET', `/types/${encodeURIComponent('news/weekly')}`)).statusCode).toBe(200);
+    // Past 200 characters, a send is refused as the types routes refuse it: no type is created that they cannot reach.
+    const long = await req('POST', '/send', { type: 'x'.repeat(201), to: { id: 'u-types' }, inapp: { title: 't' } });
+    expect(long.statusCode).toBe(400);
+    expect((await req('POST', '/types', { notificationId: 'x'.repeat(201), title: 'T', channels: ['EMAIL'] })).statusCode).toBe(400);
   });
 
   it('lists template ids per channel and deletes templates with the type', async () => {

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { IsoDateTime, StringEnum } from '../../http/schemas.js';
+import { IsoDateTime, NotificationTypeId, StringEnum } from '../../http/schemas.js';
 import { DEFAULT_LIMITS } from '../../rendering/liquid.js';
 import { UserSchema } from '../users/users.schemas.js';
 import { COLUMN_FIELDS, FILTER_LIMITS } from './audience-filter.js';
@@ -9,7 +9,7 @@ import { RECIPIENT_STATES, SKIP_REASONS } from './broadcasts.tables.js';
 import { MAX_TEST_ADDRESSES } from './test-send.js';
 
 const Address = (description?: string) => Type.String({ minLength: 1, maxLength: 320, ...(description ? { description } : {}) });
-const TypeId = Type.String({ minLength: 1, maxLength: 200, description: 'notification type id; created when missing' });
+const TypeId = Type.String({ ...NotificationTypeId, description: 'notification type id; created when missing' });
 
 export const AudienceInput = Type.Object(
   {

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
-import { StringEnum, withErrors } from '../../http/schemas.js';
+import { NotificationTypeId, StringEnum, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import { type AuthService, requireEnv } from '../auth/auth.service.js';
@@ -14,7 +14,7 @@ const Id = Type.String({ minLength: 1, maxLength: 256 });
 
 const PreferenceItem = Type.Object(
   {
-    notificationId: Type.String({ minLength: 1, maxLength: 128 }),
+    notificationId: NotificationTypeId,
     subNotificationId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     channel: Type.Optional(StringEnum(SEND_CHANNELS.map((c) => c.channel))),
     delivery: Type.Optional(StringEnum(DELIVERY_OPTIONS)),
@@ -43,7 +43,7 @@ const PreferencesResponse = Type.Object(
 const Success = Type.Object({ success: Type.Boolean() });
 const ResetResponse = Type.Object({ success: Type.Boolean(), deleted: Type.Integer() });
 const ResetQuery = Type.Object({
-  notificationId: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+  notificationId: Type.Optional(NotificationTypeId),
   subNotificationId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   envId: Type.Optional(Type.String()),
 });

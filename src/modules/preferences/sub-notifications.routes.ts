@@ -1,12 +1,12 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
-import { withErrors } from '../../http/schemas.js';
+import { NotificationTypeId, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import { requireEnv } from '../auth/auth.service.js';
 import type { SubNotificationsService } from './sub-notifications.service.js';
 
-const NotificationId = Type.String({ minLength: 1, maxLength: 128 });
+const NotificationId = NotificationTypeId;
 // As long as a preference's subNotificationId (preferences.routes.ts).
 const SubNotificationId = Type.String({ minLength: 1, maxLength: 200 });
 const Params = Type.Object({ notificationId: NotificationId, subNotificationId: SubNotificationId });

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { withErrors } from '../../http/schemas.js';
+import { NotificationTypeId, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { emailSend, smsSend, testEmailSend } from './direct-sends.js';
 import { type SendResponse, SendResponseSchema } from './sending.schemas.js';
@@ -42,7 +42,7 @@ const SmsSendBody = Type.Object(
 
 const TestEmailBody = Type.Object(
   {
-    notificationId: Type.String({ minLength: 1, maxLength: 200 }),
+    notificationId: NotificationTypeId,
     to: Str(254),
     subject: Str(998),
     html: Type.String(),

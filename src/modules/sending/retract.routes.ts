@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { withErrors } from '../../http/schemas.js';
+import { NotificationTypeId, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { requireEnv } from '../auth/auth.service.js';
 import type { RetractService } from './retract.service.js';
@@ -7,7 +7,7 @@ import type { RetractService } from './retract.service.js';
 const SubNotificationId = Type.String({ minLength: 1, maxLength: 200 });
 const RetractBody = Type.Object(
   {
-    notificationId: Type.String({ minLength: 1, maxLength: 128 }),
+    notificationId: NotificationTypeId,
     userId: Type.String({ minLength: 1, maxLength: 256 }),
     secondaryId: Type.Optional(SubNotificationId),
     subNotificationId: Type.Optional(SubNotificationId),

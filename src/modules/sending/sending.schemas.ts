@@ -1,5 +1,5 @@
 import { type ObjectOptions, type Static, type TProperties, Type } from '@sinclair/typebox';
-import { ChannelSchema, IsoDateTime } from '../../http/schemas.js';
+import { ChannelSchema, IsoDateTime, NotificationTypeId } from '../../http/schemas.js';
 import { DEFAULT_LIMITS } from '../../rendering/liquid.js';
 import { RecipientSchema as UserRecipientSchema } from '../users/users.schemas.js';
 
@@ -80,9 +80,9 @@ export const SEND_EXTENSION_PREFIX = 'x-';
 
 export const SendBodySchema = Strict(
   {
-    type: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    type: Type.Optional(NotificationTypeId),
     /** Older clients call the type notificationId. */
-    notificationId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    notificationId: Type.Optional(NotificationTypeId),
     to: Type.Optional(RecipientSchema),
     /** Older clients call the recipient user. */
     user: Type.Optional(RecipientSchema),

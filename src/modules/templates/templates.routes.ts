@@ -1,6 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { MessageSchema, withErrors } from '../../http/schemas.js';
+import { MessageSchema, NotificationTypeId, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { requireEnv } from '../auth/auth.service.js';
 import { componentRoutes } from '../components/components.routes.js';
@@ -41,7 +41,7 @@ function templateOnlyRoutes(app: App, service: TemplatesService): void {
   const tags = ['templates'];
   const ref = Type.Ref('Template');
   // Channel is checked by the service (case-insensitive, with the lower-case log names as aliases).
-  const base = { notificationId: PathId, channel: Type.String({ minLength: 1, maxLength: 32 }) };
+  const base = { notificationId: NotificationTypeId, channel: Type.String({ minLength: 1, maxLength: 32 }) };
   const listParams = Type.Object(base);
   const itemParams = Type.Object({ ...base, templateId: PathId });
   const path = '/notifications/:notificationId/:channel/templates';

@@ -1,11 +1,11 @@
 import { Type } from '@sinclair/typebox';
-import { ChannelSchema, MessageSchema, withErrors } from '../../http/schemas.js';
+import { ChannelSchema, MessageSchema, NotificationTypeId, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { requireEnv } from '../auth/auth.service.js';
 import { DeduplicationSchema as Deduplication, ThrottlingSchema as Throttling, TypeOptionsSchema as Options } from './delivery-options.js';
 import type { TypesService } from './types.service.js';
 
-/** Notification ids and template ids appear in URL paths: no slash, bounded length. */
+/** Template ids appear in URL paths: no slash, bounded length. */
 export const PathId = Type.String({ minLength: 1, maxLength: 128, pattern: '^[^/]+$' });
 
 const Channels = Type.Array(ChannelSchema, { maxItems: 16 });
@@ -35,7 +35,7 @@ export function typeRoutes(app: App, service: TypesService): void {
   app.addSchema(NotificationTypeSchema);
   const tags = ['types'];
   const ref = Type.Ref('NotificationType');
-  const params = Type.Object({ notificationId: PathId });
+  const params = Type.Object({ notificationId: NotificationTypeId });
 
   app.get(
     '/types',
@@ -51,7 +51,7 @@ export function typeRoutes(app: App, service: TypesService): void {
         summary: 'Create a notification type',
         body: Type.Object(
           {
-            notificationId: PathId,
+            notificationId: NotificationTypeId,
             title: Title,
             channels: Channels,
             enabled: Type.Optional(Type.Boolean()),
