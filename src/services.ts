@@ -139,7 +139,7 @@ export function buildServices(deps: Deps): Services {
   const preferences = new PreferencesService(deps, webhooks.outbox);
   const engagement = new EngagementService(deps, new TrackingSettingsRepository(deps.db), webhooks.outbox, preferences);
   const slackSettings = new SlackSettingsService(deps);
-  const sending = new SendingService(deps, deps.queue, domains);
+  const sending = new SendingService(deps, deps.queue, domains, numbers);
   return {
     repositories,
     renderer,

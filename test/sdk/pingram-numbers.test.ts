@@ -73,9 +73,9 @@ describe.each(STORAGE_KINDS)('pingram SDK: numbers with the development carrier 
     // Released twice: the same release.
     expect(await client.numbers.releaseNumber('+12125550100')).toEqual(released);
 
-    // It no longer sends: sms.from falls back to the default number, and the carrier refuses it as a sender.
-    const after = await client.send({ type: 'otp', to: { id: 'ada' }, sms: { message: 'two', from: '+12125550100' } });
-    expect(await smsFrom(after.trackingId)).toBe(devNumber);
+    // It no longer sends: a send naming it is refused, and the carrier refuses it as a sender.
+    const after = await sdkRefusal(client.send({ type: 'otp', to: { id: 'ada' }, sms: { message: 'two', from: '+12125550100' } }));
+    expect([after.status, after.body.error.message]).toEqual([400, 'sms.from +12125550100 is not a number of this account.']);
     const { accountSid, authToken } = devCarrierCredentials(t.deps.secrets);
     const direct = await fetch(`${t.deps.config.publicUrl}/dev-carrier/2010-04-01/Accounts/${accountSid}/Messages.json`, {
       method: 'POST',

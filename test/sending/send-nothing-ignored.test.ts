@@ -112,6 +112,8 @@ describe.each(STORAGE_KINDS)('send: nothing silently ignored (%s)', (kind) => {
 
   it('every field of the SDK SenderPostBody passes through the SDK', async () => {
     const client = new Pingram({ apiKey: t.account.apiKey, baseUrl: await t.app.listen({ port: 0, host: '127.0.0.1' }) });
+    // sms.from must be a number of the account (on the development carrier, any US number can be ordered).
+    await client.numbers.orderNumber({ phoneNumber: '+14155550102' });
     const sent = await client.send({
       type: 'strict_sdk',
       to: { id: 's1', email: 's1@example.com', number: '+14155550101', timezone: 'UTC' },

@@ -109,7 +109,7 @@ describe.each(STORAGE_KINDS)('SMS end to end through the local development carri
     expect(await settled(next, 'sms_routing')).toMatchObject({ sms_routing: 'SKIP', sms_routing_reason: 'USER_SUPPRESSED' });
   });
 
-  it('sends from an owned number named in sms.from, and from the default otherwise', async () => {
+  it('sends from an owned number named in sms.from; refuses one the account does not own', async () => {
     const own = await t.app.inject({ method: 'POST', url: '/numbers/order', headers: t.auth, payload: { phoneNumber: '+1 (415) 555-0999' } });
     expect(own.json()).toMatchObject({ status: 'completed', phoneNumber: '+14155550999' });
     const other = await t.newAccount('Number thief');
@@ -118,8 +118,22 @@ describe.each(STORAGE_KINDS)('SMS end to end through the local development carri
 
     const chosen = await sent({ type: 'otp', to: { id: 'from-test', number: '+14155550126' }, sms: { message: 'hi', from: '+14155550999' } });
     expect((await settled(chosen, 'sms_delivered_at')).sms_sent_from).toBe('+14155550999');
-    const notOwned = await sent({ type: 'otp', to: { id: 'from-test' }, sms: { message: 'hi', from: '+14155550888' } });
-    expect((await settled(notOwned, 'sms_sent_at')).sms_sent_from).toBe(from);
+    const unnamed = await sent({ type: 'otp', to: { id: 'from-test' }, sms: { message: 'hi' } });
+    expect((await settled(unnamed, 'sms_sent_at')).sms_sent_from).toBe(from);
+    // The spec: sms.from must be a number of the account. Another's, an unknown one or no number at all is refused, and nothing is sent.
+    const carried = (await carrierMessages()).length;
+    for (const [named, message, fix] of [
+      ['+14155550888', 'sms.from +14155550888 is not a number of this account.', 'GET /numbers/list'],
+      ['(415) 555-0888', 'sms.from +14155550888 is not a number of this account.', 'GET /numbers/list'],
+      ['garbage', 'sms.from is not a valid phone number.', 'E.164'],
+    ]) {
+      const refused = await send({ type: 'otp', to: { id: 'from-test' }, sms: { message: 'hi', from: named } });
+      expect(refused.statusCode, named).toBe(400);
+      expect(refused.json().error).toMatchObject({ code: 'VALIDATION_FAILED', message, fix: expect.stringContaining(fix) });
+    }
+    const stolen = await t.app.inject({ method: 'POST', url: '/send', headers: { authorization: `Bearer ${other.apiKey}` }, payload: { type: 'otp', to: { id: 'x', number: '+14155550126' }, sms: { message: 'hi', from: '+14155550999' } } });
+    expect(stolen.statusCode).toBe(400);
+    expect((await carrierMessages()).length).toBe(carried);
     expect((await t.app.inject({ method: 'GET', url: '/numbers/list', headers: t.auth })).json().numbers.map((n: { phoneNumber: string }) => n.phoneNumber)).toEqual([from, '+14155550999']);
   });
 

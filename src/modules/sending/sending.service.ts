@@ -7,6 +7,7 @@ import { currentCycleStart } from '../accounts/billing-cycle.js';
 import { validateInlineAttachments } from '../../channels/email/attachments.js';
 import { validateEmailAddressOptions } from '../../channels/email/recipients.js';
 import type { DomainsService } from '../domains/domains.service.js';
+import type { NumbersService } from '../telephony/numbers.service.js';
 import { parseRecipient } from '../users/users.service.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import { IdempotencyRepository } from './idempotency.repository.js';
@@ -114,6 +115,8 @@ export class SendingService {
     private readonly queue: Queue,
     /** The fromAddress rule (modules/domains); without it, senders are checked at delivery only. */
     private readonly domains?: Pick<DomainsService, 'checkFromAddress'>,
+    /** The sms.from rule (modules/telephony): a number of the account. */
+    private readonly numbers?: Pick<NumbersService, 'checkSender'>,
   ) {
     const intake = new SendIntake(deps, queue);
     const { maxBatch, overlap } = INTAKE[deps.storage.dialect];
@@ -228,14 +231,15 @@ export class SendingService {
    * A sender the request names (options.email.fromAddress, inline email.senderEmail) must be the
    * platform default sender or on a verified domain of the account: refused here with 400 rather
    * than accepted to fail at delivery. One read, only for sends that name a sender; a template's
-   * senderEmail is checked at delivery (UNVERIFIED_SENDER).
+   * senderEmail is checked at delivery (UNVERIFIED_SENDER). An `sms.from` must be a number of the
+   * account (the spec's rule), also refused here.
    */
   private async checkSenders(accountId: string, body: SendBody): Promise<void> {
-    if (!this.domains) return;
     const fromAddress = body.options?.email?.fromAddress;
     const senderEmail = typeof body.email?.senderEmail === 'string' ? body.email.senderEmail : undefined;
-    if (fromAddress !== undefined) await this.domains.checkFromAddress(accountId, fromAddress, 'options.email.fromAddress');
-    else if (senderEmail !== undefined) await this.domains.checkFromAddress(accountId, senderEmail, 'email.senderEmail');
+    if (this.domains && fromAddress !== undefined) await this.domains.checkFromAddress(accountId, fromAddress, 'options.email.fromAddress');
+    else if (this.domains && senderEmail !== undefined) await this.domains.checkFromAddress(accountId, senderEmail, 'email.senderEmail');
+    if (this.numbers && body.sms?.from !== undefined) await this.numbers.checkSender(accountId, body.sms.from);
   }
 
   /** Changes the body and/or time of a scheduled send that has not run yet. */

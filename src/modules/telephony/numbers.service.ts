@@ -209,7 +209,23 @@ export class NumbersService {
     return this.deps.config.defaultSmsFrom;
   }
 
-  /** `requested` when the account owns it, otherwise the account default. */
+  /**
+   * A send's `sms.from` at acceptance: a number of the account (or the server's shared sender),
+   * else refused with 400 rather than accepted to go out from another number than the one named.
+   */
+  async checkSender(accountId: string, requested: string, field = 'sms.from'): Promise<void> {
+    const number = normalizePhoneNumber(requested, field);
+    if (number === this.deps.config.defaultSmsFrom || (await this.owns(accountId, number))) return;
+    throw invalid(
+      `${field} ${number} is not a number of this account.`,
+      "Name a number listed by GET /numbers/list (POST /numbers/order adds one), or leave sms.from out to send from the account's default number.",
+    );
+  }
+
+  /**
+   * `requested` when the account owns it, otherwise the account default: at delivery, a number
+   * that checkSender accepted but the account released since.
+   */
   async senderFor(accountId: string, requested?: string): Promise<string | undefined> {
     if (requested) {
       let normalized: string | undefined;
