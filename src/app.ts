@@ -5,6 +5,7 @@ import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import type { Deps } from './deps.js';
 import { installAuth } from './http/auth.js';
 import { installCors } from './http/cors.js';
+import { buildValidator } from './http/validator.js';
 import { MAX_PATH_SEGMENT_LENGTH, clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.js';
 import { parseJsonBody } from './http/json-body.js';
 import { docsOptions, openApiOptions } from './http/openapi.js';
@@ -76,6 +77,8 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
     // Path ids (user ids up to 256 chars, URL-encoded) may be longer than Fastify's default 100.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PATH_SEGMENT_LENGTH },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false }, onCreate: installFormats },
+    // Bodies are validated without coercion (http/validator.ts); parameters and query strings with.
+    schemaController: { compilersFactory: { buildValidator: buildValidator() } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // Every body of this API is JSON. Clients send an empty body with Content-Type:

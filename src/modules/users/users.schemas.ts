@@ -59,12 +59,12 @@ const Nullable = <T extends TSchema>(schema: T) => Type.Unsafe<Static<T> | null>
 export const IdentifyBody = Type.Object(
   {
     id: Type.Optional(Type.String({ description: 'must equal the path userId when present' })),
-    email: Type.Optional(Type.String({ description: 'null or "" clears it' })),
-    number: Type.Optional(Type.String({ description: 'E.164, or a US/Canada number; stored as E.164' })),
+    email: Type.Optional(Nullable(Type.String({ description: 'null or "" clears it' }))),
+    number: Type.Optional(Nullable(Type.String({ description: 'E.164, or a US/Canada number; stored as E.164; null or "" clears it' }))),
     pushTokens: Type.Optional(Nullable(Type.Array(PushToken))),
     webPushTokens: Type.Optional(Nullable(Type.Array(WebPushToken))),
-    timezone: Type.Optional(Type.String({ description: 'IANA time zone name' })),
-    slackChannel: Type.Optional(Type.String()),
+    timezone: Type.Optional(Nullable(Type.String({ description: 'IANA time zone name; null or "" clears it' }))),
+    slackChannel: Type.Optional(Nullable(Type.String({ description: 'null or "" clears it' }))),
     slackToken: Type.Optional(Nullable(SlackToken)),
     properties: Type.Optional(PropertiesSchema),
   },

@@ -1,0 +1,58 @@
+// JSON bodies are validated with their types as sent (src/http/validator.ts): a value of the wrong
+// type is a 400 that names it, never coerced into another value and stored. Path and query
+// parameters, which are text, are still read as the numbers and booleans their schemas declare.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDraft } from '../helpers/broadcasts.js';
+import { type TestContext, createTestContext } from '../helpers/context.js';
+import { expectErrorBody } from '../helpers/error-body.js';
+import { STORAGE_KINDS } from '../helpers/storage.js';
+
+describe.each(STORAGE_KINDS)('JSON body types as sent (%s)', (kind) => {
+  let t: TestContext;
+  const call = (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: unknown) =>
+    t.app.inject({ method, url, headers: t.auth, ...(payload !== undefined ? { payload: payload as object } : {}) });
+
+  beforeAll(async () => {
+    t = await createTestContext(kind);
+  });
+  afterAll(() => t?.close());
+
+  it('a null or a string where a boolean is due does not switch secure mode off', async () => {
+    const env = (await call('POST', '/environments', { title: 'Typed' })).json<{ clientId: string }>();
+    expect((await call('PATCH', `/environments/${env.clientId}`, { secureMode: true })).statusCode).toBe(200);
+    expectErrorBody(await call('PATCH', `/environments/${env.clientId}`, { secureMode: null }), 400, 'VALIDATION_FAILED', /secureMode must be boolean/);
+    expectErrorBody(await call('PATCH', `/environments/${env.clientId}`, { secureMode: 'false' }), 400, 'VALIDATION_FAILED', /secureMode must be boolean/);
+    expectErrorBody(await call('PATCH', `/environments/${env.clientId}`, { title: 42 }), 400, 'VALIDATION_FAILED', /title must be string/);
+    const stored = (await call('GET', '/environments')).json<{ clientId: string; secureMode: boolean; title: string }[]>().find((e) => e.clientId === env.clientId);
+    expect(stored).toMatchObject({ secureMode: true, title: 'Typed' });
+  });
+
+  it('an array where a string is due creates nothing', async () => {
+    const before = (await call('GET', '/environments')).json<unknown[]>().length;
+    expectErrorBody(await call('POST', '/environments', { title: ['a'] }), 400, 'VALIDATION_FAILED', /title must be string/);
+    expect((await call('GET', '/environments')).json<unknown[]>()).toHaveLength(before);
+  });
+
+  it('a null subject is refused, not stored as an empty one; null still clears what may be cleared', async () => {
+    const draft = await createDraft(t, { type: 'typed' });
+    expectErrorBody(await call('PATCH', `/broadcasts/${draft.broadcastId}`, { subject: null }), 400, 'VALIDATION_FAILED', /subject must be string/);
+    expect((await call('GET', `/broadcasts/${draft.broadcastId}`)).json()).toMatchObject({ subject: draft.subject });
+    const cleared = await call('PATCH', `/broadcasts/${draft.broadcastId}`, { type: null });
+    expect(cleared.statusCode, cleared.body).toBe(200);
+    expect(cleared.json<{ type?: string }>().type).toBeUndefined();
+  });
+
+  it('a list of ids must be a list of strings', async () => {
+    expectErrorBody(await call('POST', '/logs/bulk', { trackingIds: 'abc' }), 400, 'VALIDATION_FAILED', /trackingIds must be array/);
+    expectErrorBody(await call('POST', '/logs/bulk', { trackingIds: [1, 2] }), 400, 'VALIDATION_FAILED', /must be string/);
+    expect((await call('POST', '/logs/bulk', { trackingIds: ['abc'] })).json()).toEqual({ logs: [] });
+  });
+
+  it('query strings and path parameters are still read as their declared types', async () => {
+    for (let i = 0; i < 3; i++) await createDraft(t, { name: `q${i}` });
+    const page = await call('GET', '/broadcasts?limit=2&archived=false');
+    expect(page.statusCode, page.body).toBe(200);
+    expect(page.json<{ broadcasts: unknown[] }>().broadcasts).toHaveLength(2);
+    expectErrorBody(await call('GET', '/broadcasts?limit=two'), 400, 'VALIDATION_FAILED', /limit/);
+  });
+});
