@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AuthContext } from '../modules/auth/auth.service.js';
 import { type AuthService, environmentRequired } from '../modules/auth/auth.service.js';
-import { AppError } from '../errors.js';
+import { AppError, invalid } from '../errors.js';
 import { type Permission, permissionOf, routeAuthOf } from './permissions.js';
 import type { App } from './types.js';
 
@@ -54,7 +54,12 @@ function authenticateFor(service: AuthService, permission: Permission) {
   // Public keys pass only where a browser may call (AuthService refuses them elsewhere).
   const options = { publicKey: permission === 'browser' };
   return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
-    const envId = selectedEnvironment(request.params, request.query, permission);
+    let envId: string | undefined;
+    try {
+      envId = selectedEnvironment(request.params, request.query, permission);
+    } catch (err) {
+      return done(err as Error);
+    }
     const cached = service.cachedApiKey(request.headers.authorization, envId);
     if (cached) {
       request.auth = cached;
@@ -75,6 +80,8 @@ function selectedEnvironment(params: unknown, query: unknown, permission: Permis
   const pathClientId = (params as Record<string, unknown> | undefined)?.clientId;
   if ((permission === 'environment' || permission === 'browser') && typeof pathClientId === 'string') return pathClientId;
   const envId = (query as Record<string, unknown> | undefined)?.envId;
+  // Given twice, it is refused as such (the routes' schemas take one), not as no environment at all.
+  if (Array.isArray(envId)) throw invalid('envId is given more than once.', 'Name one environment: ?envId=<clientId>.');
   return typeof envId === 'string' ? envId : undefined;
 }
 

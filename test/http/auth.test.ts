@@ -105,6 +105,11 @@ describe.each(STORAGE_KINDS)('authentication (%s)', (kind) => {
       const withEnv = await t.app.inject({ method: 'POST', url: `/keys?envId=${t.account.clientId}`, headers: bearer(token), payload: { name: 'k' } });
       expect(withEnv.statusCode).toBe(200);
       expect(withEnv.json().environmentId).toBe(t.account.clientId);
+      // Named twice: refused as such, not as no environment at all.
+      for (const second of [t.account.clientId, 'other']) {
+        const twice = await t.app.inject({ method: 'GET', url: `/users?envId=${t.account.clientId}&envId=${second}`, headers: bearer(token) });
+        expect([twice.statusCode, twice.json().error.code, twice.json().error.message]).toEqual([400, 'VALIDATION_FAILED', 'envId is given more than once.']);
+      }
     });
 
     it('refuses a token without an expiry, and one whose account no longer exists', async () => {
