@@ -37,6 +37,20 @@ describe.each(STORAGE_KINDS)('scheduled sends (%s)', (kind) => {
     });
     expect(moved.statusCode).toBe(200);
     expect(await log(trackingId)).toMatchObject({ scheduled_for: later, schedule_updated_to: later });
+    // Its type and recipient were applied at acceptance: repeated unchanged (as above) they pass, changed they are refused and nothing moves.
+    for (const [payload, message] of [
+      [{ type: 'other-type' }, /type cannot change on a scheduled send: it is "reminder"/],
+      [{ notificationId: 'other-type' }, /type cannot change/],
+      [{ to: { id: 'someone-else', email: 'else@example.com' } }, /to cannot change on a scheduled send/],
+      [{ to: { id: 'sched-1', email: 'new@example.com' } }, /to cannot change/],
+      [{ user: { id: 'someone-else' } }, /to cannot change/],
+    ] as const) {
+      const refused = await t.app.inject({ method: 'PUT', url: `/sender/scheduler/${trackingId}`, headers: t.auth, payload: { ...payload, schedule: new Date(Date.now() + 3 * DAY).toISOString() } });
+      expect(refused.statusCode, JSON.stringify(payload)).toBe(400);
+      expect(refused.json().error.message).toMatch(message);
+    }
+    expect(await log(trackingId)).toMatchObject({ scheduled_for: later, user_id: 'sched-1' });
+    expect((await t.app.inject({ method: 'GET', url: '/users/someone-else', headers: t.auth })).statusCode).toBe(404);
     expect((await log(trackingId)).schedule_updated_at).toBeDefined();
 
     // A past time means now.

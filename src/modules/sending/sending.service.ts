@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import type { Queue } from '../../queue/port.js';
@@ -53,6 +54,26 @@ export function normalizeSend(body: SendBody): NormalizedSend {
     subNotificationId: body.subNotificationId ?? body.secondaryId,
     body,
   };
+}
+
+/**
+ * An update of a scheduled send may repeat its type and recipient (the SDK's updateSchedule sends
+ * a whole send body) but not change them: both were applied when the send was accepted (the
+ * type created, the recipient's fields written to the user, the message filed under them), so a
+ * new value would be stored in the request and never used.
+ */
+function refuseIdentityChange(message: MessageRow, stored: SendBody, update: SendBody): void {
+  const type = update.type ?? update.notificationId;
+  if (type !== undefined && type !== message.notification_id) {
+    throw invalid(`type cannot change on a scheduled send: it is "${message.notification_id}".`, 'Cancel the send (DELETE /sender/scheduler/{trackingId}) and send again with the new type.');
+  }
+  const to = update.to ?? update.user;
+  if (to !== undefined && !isDeepStrictEqual(to, stored.to ?? stored.user)) {
+    throw invalid(
+      'to cannot change on a scheduled send: the recipient was applied when the send was accepted.',
+      "Repeat the send's to unchanged or leave it out; to send to someone else, cancel the send and send again; to change the user's fields, identify them (POST /users/{userId}).",
+    );
+  }
 }
 
 /** A field and its older names: at most one of them per send, else one would be dropped unread. */
@@ -252,7 +273,9 @@ export class SendingService {
     validateInlineAttachments(body.options?.email?.attachments ?? []);
     validateEmailAddressOptions(body.options?.email);
     await this.checkSenders(ctx.accountId, body);
-    const merged: SendBody = { ...(JSON.parse(message.request) as SendBody), ...body };
+    const stored = JSON.parse(message.request) as SendBody;
+    refuseIdentityChange(message, stored, body);
+    const merged: SendBody = { ...stored, ...body };
     await this.deps.ledger.transaction(async (tx) => {
       const moved = message.job_id ? await this.queue.reschedule(tx.db, message.job_id, runAt, { trackingId }) : null;
       if (!moved) throw new AppError('CONFLICT', 'This send is already being delivered; its schedule can no longer change.');
