@@ -173,7 +173,7 @@ export function buildServices(deps: Deps): Services {
     digests: new DigestsService(deps, new SendIntake(deps, deps.queue)),
     domains,
     // Its own intake too: a broadcast's page is accepted inside the transaction that hands it over.
-    broadcasts: buildBroadcasts(deps, domains, sending, new SendIntake(deps, deps.queue)),
+    broadcasts: buildBroadcasts(deps, domains, sending, new SendIntake(deps, deps.queue), renderer),
     addresses: new AddressesService(deps, addressesRepo, domains),
     inbound: new InboundMailService(deps, addressesRepo, webhooks.outbox, engagement, domains),
     mailCatcher: new MailCatcherService(repositories.mailCatcher),

@@ -85,6 +85,16 @@ describe.each(STORAGE_KINDS)('broadcasts (%s)', (kind) => {
     expectErrorBody(await post({ name: '' }), 400, 'VALIDATION_FAILED', /name/);
   });
 
+  it('refuses Liquid that does not parse in the subject or the html, on create and on PATCH, as email templates do', async () => {
+    const before = (await call('GET', '/broadcasts')).json<{ broadcasts: unknown[] }>().broadcasts.length;
+    expectError(await call('POST', '/broadcasts', draftBody(t, { subject: 's {{ ' })), 400, 'VALIDATION_FAILED', /Invalid Liquid in subject/);
+    expectError(await call('POST', '/broadcasts', draftBody(t, { html: '{% if %}' })), 400, 'VALIDATION_FAILED', /Invalid Liquid in html/);
+    expect((await call('GET', '/broadcasts')).json<{ broadcasts: unknown[] }>().broadcasts).toHaveLength(before);
+    const draft = await createDraft(t, { html: '<p>{{ user.email | upcase }}</p>' });
+    expectError(await call('PATCH', `/broadcasts/${draft.broadcastId}`, { html: '<p>{{ user.email | no_such_filter }}</p>' }), 400, 'VALIDATION_FAILED', /Invalid Liquid in html/);
+    expect((await call('GET', `/broadcasts/${draft.broadcastId}`)).json()).toMatchObject({ html: '<p>{{ user.email | upcase }}</p>' });
+  });
+
   it('takes a raw list of 10,000 addresses and drops duplicates whatever their case', async () => {
     const list = [...Array.from({ length: 9_997 }, (_, i) => `u${i}@example.com`), 'Ann@Example.com', 'ann@example.com', ' U1@EXAMPLE.COM '];
     const created = await createDraft(t, { audience: { emails: list } });

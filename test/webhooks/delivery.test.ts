@@ -309,6 +309,15 @@ describe.each(STORAGE_KINDS)('webhook retries under a manual clock (%s)', (kind)
     expect(await service.worker.runOnce()).toBe(1);
     expect(receiver.requests.at(-1)!.headers['x-service-id']).toBe(eventId);
     expect((await t.app.inject({ method: 'POST', url: `/webhooks/${endpointId}/events/evt_none/replay`, headers: t.auth })).statusCode).toBe(404);
+    // An event of a type the endpoint never subscribed to (another endpoint's) is not replayed to it.
+    const other = (await service.create(scope(), { webhook: receiver.url, events: ['EMAIL_DELIVERED'] })).id;
+    await transition(t, 'email', 'delivered');
+    expect(await service.worker.runOnce()).toBe(1);
+    const delivered = (await service.attempts(scope(), other, {})).attempts[0].eventId;
+    const foreign = await t.app.inject({ method: 'POST', url: `/webhooks/${endpointId}/events/${delivered}/replay`, headers: t.auth });
+    expect([foreign.statusCode, foreign.json().error.message]).toEqual([400, `Webhook endpoint "${endpointId}" is not subscribed to EMAIL_DELIVERED, the type of event ${delivered}.`]);
+    expect(await service.worker.runOnce()).toBe(0);
+    await service.delete(scope(), other);
 
     // Two events that failed for good, then recovery since a time.
     receiver.answer({ status: 500 });

@@ -1,4 +1,5 @@
 import type { Deps } from '../../deps.js';
+import type { LiquidRenderer } from '../../rendering/liquid.js';
 import type { DomainsService } from '../domains/domains.service.js';
 import type { SendingService } from '../sending/sending.service.js';
 import { AudienceService } from './audience.service.js';
@@ -35,10 +36,16 @@ export interface Broadcasts {
   jobs: BroadcastJobs;
 }
 
-export function buildBroadcasts(deps: Deps, domains: Pick<DomainsService, 'checkFromAddress'>, sending: Pick<SendingService, 'accept'>, intake: Pick<SendIntake, 'acceptWithin'>): Broadcasts {
+export function buildBroadcasts(
+  deps: Deps,
+  domains: Pick<DomainsService, 'checkFromAddress'>,
+  sending: Pick<SendingService, 'accept'>,
+  intake: Pick<SendIntake, 'acceptWithin'>,
+  renderer: LiquidRenderer,
+): Broadcasts {
   const jobs = new BroadcastJobs(deps);
   const audience = new AudienceService(deps);
-  const service = new BroadcastsService(deps, audience, domains, jobs);
+  const service = new BroadcastsService(deps, audience, domains, jobs, renderer);
   const tracking = new RecipientTracking(deps);
   return {
     service,

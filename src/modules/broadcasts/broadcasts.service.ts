@@ -17,6 +17,8 @@ import { BroadcastsRepository } from './broadcasts.repository.js';
 import { RecipientsRepository } from './recipients.repository.js';
 import type { AudienceService } from './audience.service.js';
 import type { BroadcastJobs } from './broadcasts.jobs.js';
+import type { LiquidRenderer } from '../../rendering/liquid.js';
+import { validateContent } from '../templates/template-fields.js';
 
 /** The environment an operation acts in, and who asks (recorded with each transition). */
 export interface BroadcastCaller extends EnvScope {
@@ -46,12 +48,15 @@ export class BroadcastsService {
     private readonly audience: Pick<AudienceService, 'size'>,
     private readonly domains: Pick<DomainsService, 'checkFromAddress'>,
     private readonly jobs: Pick<BroadcastJobs, 'enqueueFreeze' | 'enqueueStart'>,
+    /** Checks the subject's and the html's Liquid as email templates' are checked. */
+    private readonly renderer: LiquidRenderer,
   ) {
     this.transitions = new BroadcastTransitions(deps);
   }
 
   async create(caller: BroadcastCaller, input: CreateInput): Promise<BroadcastView> {
     const audience = parseAudience(input.audience);
+    this.checkLiquid(input);
     if (input.internalTemplate !== undefined && input.html === '') {
       throw invalid('internalTemplate must be paired with html: html is empty.', 'Send the html the editor produced with its internalTemplate.');
     }
@@ -108,6 +113,7 @@ export class BroadcastsService {
       throw invalid('internalTemplate is settable only when the broadcast is created.', 'Create a new broadcast with the new internalTemplate and its html.');
     }
     const audience: Audience | undefined = input.audience === undefined ? undefined : parseAudience(input.audience);
+    this.checkLiquid(input);
     const fromAddress = input.fromAddress === undefined ? undefined : checkAddress(input.fromAddress, 'fromAddress');
     const replyTo = input.replyToAddress == null ? input.replyToAddress : checkAddress(input.replyToAddress, 'replyToAddress');
     const row = await this.transitions.apply(caller, id, 'update', caller.actor, {
@@ -124,6 +130,15 @@ export class BroadcastsService {
       within: (trx, changed, now) => this.ensureType(trx, caller, input.type ? changed.notification_id : null, now),
     });
     return broadcastView(row, true);
+  }
+
+  /**
+   * The subject and the html are rendered for each recipient: Liquid that does not parse is
+   * refused when it is written (as an email template's is), not found at the send, failing every
+   * recipient. Components are resolved at the send (one may be added in between).
+   */
+  private checkLiquid(content: { subject?: string; html?: string }): void {
+    validateContent(this.renderer, 'EMAIL', { ...(content.subject !== undefined ? { subject: content.subject } : {}), ...(content.html !== undefined ? { html: content.html } : {}) });
   }
 
   delete(caller: BroadcastCaller, id: string): Promise<void> {

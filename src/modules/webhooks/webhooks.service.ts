@@ -193,6 +193,10 @@ export class WebhooksService {
     if (endpoint.disabled_at) throw new AppError('CONFLICT', `Webhook endpoint "${endpointId}" is disabled: ${endpoint.disabled_reason ?? ''}`, 'Update it (PUT) to enable it, then replay.');
     const event = await this.repo.findEvent(scope, eventId);
     if (!event) throw notFound('Webhook event', eventId);
+    // An endpoint gets the event types it subscribed to, replays included.
+    if (!(JSON.parse(endpoint.events) as string[]).includes(event.type)) {
+      throw invalid(`Webhook endpoint "${endpointId}" is not subscribed to ${event.type}, the type of event ${eventId}.`, `Add ${event.type} to its events (PUT /webhooks/${endpointId}), then replay.`);
+    }
     const now = this.deps.clock.now().toISOString();
     const delivery = await this.repo.findDelivery(endpointId, eventId);
     if (delivery) await this.repo.restartDelivery(delivery.id, now);
