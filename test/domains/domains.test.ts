@@ -160,6 +160,9 @@ describe.each(STORAGE_KINDS)('sender domains (%s)', (kind) => {
     expectError(await call('POST', '/domains', { sender: 'not a domain' }), 400, 'VALIDATION_FAILED', /sender "not a domain" is not a domain name or an email address/);
     expectError(await call('POST', '/domains', { sender: 'localhost' }), 400, 'VALIDATION_FAILED', /not a domain name/);
     expectError(await call('POST', '/domains', { sender: '@example.org' }), 400, 'VALIDATION_FAILED', /not a domain name/);
+    expectError(await call('POST', '/domains', { sender: '1.2.3.4' }), 400, 'VALIDATION_FAILED', /sender "1\.2\.3\.4" is an IP address, not a domain name/);
+    expectError(await call('POST', '/domains', { sender: 'news@10.0.0.1' }), 400, 'VALIDATION_FAILED', /is an IP address/);
+    expect((await call('GET', '/domains')).json<{ sender: string }[]>().map((d) => d.sender)).not.toContain('1.2.3.4');
     expectError(await call('POST', '/domains', {}), 400, 'VALIDATION_FAILED', /sender/);
     expectError(await call('POST', '/domains/unknown.example.org/verify'), 404, 'NOT_FOUND', /"unknown.example.org" is not a domain of this account/);
     expectError(await call('DELETE', '/domains/unknown.example.org'), 404, 'NOT_FOUND', /not a domain of this account/);

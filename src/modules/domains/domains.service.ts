@@ -259,6 +259,11 @@ export function senderDomain(sender: string): string {
   if (!ascii || !DOMAIN_NAME.test(ascii) || at === 0) {
     throw invalid(`sender "${sender}" is not a domain name or an email address.`, 'Send the domain you send mail from, e.g. {"sender": "example.com"} (or an address on it, e.g. "news@example.com").');
   }
+  // No top-level domain is all digits (RFC 3696, 2): such a name is an IPv4 address, whose DNS
+  // records (DKIM, SPF, verification) could never be published.
+  if (/^\d+$/.test(ascii.slice(ascii.lastIndexOf('.') + 1))) {
+    throw invalid(`sender "${sender}" is an IP address, not a domain name.`, 'Send the domain you send mail from, e.g. {"sender": "example.com"}.');
+  }
   return ascii;
 }
 
