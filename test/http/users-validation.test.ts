@@ -101,6 +101,13 @@ describe.each(STORAGE_KINDS)('users validation (%s)', (kind) => {
         { type: 'FCM', token: 'a', device: { device_id: 'other' }, environment: 'undefined' },
       ]);
     });
+    it('environment is one of the spec\'s values: production, sandbox or undefined', async () => {
+      const user = await accepts({ pushTokens: [{ type: 'APN', token: 'p', device: { device_id: 'i' }, environment: 'production' }] });
+      expect(user.pushTokens[0].environment).toBe('production');
+      for (const environment of ['prod', 'bogus', '']) {
+        await rejects({ pushTokens: [{ type: 'APN', token: 'p', device: { device_id: 'i' }, environment }] }, 'VALIDATION_FAILED', 'pushTokens[0].environment must be "production", "sandbox" or "undefined"');
+      }
+    });
     it('the service checks the same rules for non-HTTP callers', async () => {
       const call = (token: unknown) => service.identify(t.account.accountId, t.account.clientId, { id: fresh(), pushTokens: [token] });
       await expect(call({ type: 'FCM', token: '  ', device: { device_id: 'd' } })).rejects.toMatchObject({ code: 'VALIDATION_FAILED', message: expect.stringContaining('pushTokens[0].token') });

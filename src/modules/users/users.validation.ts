@@ -61,6 +61,9 @@ export function validateTimezone(value: unknown, field = 'timezone'): string {
   return value;
 }
 
+/** A push token's `environment` (the spec): `production`, or `sandbox` / `undefined` for APNs development builds. */
+const PUSH_ENVIRONMENTS: readonly unknown[] = ['production', 'sandbox', 'undefined'];
+
 const propertyError = (message: string) => new AppError('PROPERTY_LIMIT_EXCEEDED', message, FIX_PROPERTIES);
 
 /** The limits of the spec, checked on the input and again on the merged result. */
@@ -124,8 +127,9 @@ export function parsePushToken(value: unknown, field: string): PushToken {
   }
   let environment = 'undefined';
   if (value.environment !== undefined && value.environment !== null) {
-    if (typeof value.environment !== 'string' || value.environment === '') {
-      throw invalid(`${field}.environment must be a string ("production", "sandbox" or "undefined").`, fix);
+    // The spec's values only: a typo ("prod") would otherwise send a production app's pushes to the APNs sandbox.
+    if (typeof value.environment !== 'string' || !PUSH_ENVIRONMENTS.includes(value.environment)) {
+      throw invalid(`${field}.environment must be "production", "sandbox" or "undefined"; got ${JSON.stringify(value.environment).slice(0, 60)}.`, fix);
     }
     environment = value.environment;
   }
