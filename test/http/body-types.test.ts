@@ -48,6 +48,24 @@ describe.each(STORAGE_KINDS)('JSON body types as sent (%s)', (kind) => {
     expect((await call('POST', '/logs/bulk', { trackingIds: ['abc'] })).json()).toEqual({ logs: [] });
   });
 
+  it('push options within the ranges APNs and FCM take: refused before anything is accepted, not bent or sent to fail', async () => {
+    const send = (options: unknown) => call('POST', '/send', { type: 'push-options', to: { id: 'push-options' }, mobile_push: { title: 't', message: 'm' }, options });
+    for (const [options, field] of [
+      [{ apn: { priority: 7 } }, /apn\/priority/],
+      [{ apn: { badge: -1 } }, /apn\/badge/],
+      [{ apn: { badge: 1.5 } }, /apn\/badge/],
+      [{ apn: { expiry: -5 } }, /apn\/expiry/],
+      [{ fcm: { android: { ttl: -5 } } }, /android\/ttl/],
+      [{ fcm: { android: { ttl: 2_419_201 } } }, /android\/ttl/],
+    ] as const) {
+      expectErrorBody(await send(options), 400, 'VALIDATION_FAILED', field);
+    }
+    for (const options of [{ apn: { priority: 5, badge: 0, expiry: 0 } }, { apn: { priority: 1 } }, { fcm: { android: { ttl: 3600 } } }]) {
+      const accepted = await send(options);
+      expect(accepted.statusCode, accepted.body).toBe(200);
+    }
+  });
+
   it('query strings and path parameters are still read as their declared types', async () => {
     for (let i = 0; i < 3; i++) await createDraft(t, { name: `q${i}` });
     const page = await call('GET', '/broadcasts?limit=2&archived=false');

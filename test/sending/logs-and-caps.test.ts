@@ -91,6 +91,9 @@ describe.each(STORAGE_KINDS)('logs, log queries and usage caps (%s)', (kind) => 
   });
 
   it('validates query filters', async () => {
+    // A misspelt filter is refused, not ignored into an unfiltered search.
+    const misspelt = await t.app.inject({ method: 'POST', url: '/logs/query', headers: t.auth, payload: { userFiter: 'u1' } });
+    expect([misspelt.statusCode, misspelt.json().error.message]).toEqual([400, expect.stringContaining('"userFiter" is not allowed')]);
     for (const payload of [{ dateRangeFilter: [1] }, { dateRangeFilter: [1, 2, 3] }, { dateRangeFilter: [5, 1] }, { channelFilter: ['fax'] }, { statusFilter: 'nope' }]) {
       const res = await t.app.inject({ method: 'POST', url: '/logs/query', headers: t.auth, payload });
       expect(res.statusCode, JSON.stringify(payload)).toBe(400);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -185,6 +186,20 @@ describe.each(STORAGE_KINDS)('send: email and in-app end to end (%s)', (kind) =>
     const other = await send({ ...body, email: { subject: 'changed', html: 'h' } }, { 'idempotency-key': 'order-42' });
     expect(other.statusCode).toBe(409);
     expect(other.json().error.code).toBe('IDEMPOTENCY_CONFLICT');
+    // The same body rebuilt in another key order is the same request.
+    const reordered = await send({ email: { html: 'h', subject: 'once' }, to: { email: 'i1@example.com', id: 'i1' }, type: 'idem' }, { 'idempotency-key': 'order-42' });
+    expect([reordered.statusCode, reordered.json().trackingId]).toEqual([200, a.json().trackingId]);
+    // A key stored by an earlier version holds the hash of the body as sent: a retry within its window still replays.
+    const legacy = { type: 'idem', to: { id: 'i2' }, inapp: { title: 'legacy' } };
+    const first = await send(legacy, { 'idempotency-key': 'order-43' });
+    await t.deps.db
+      .withTables<{ idempotency_keys: { key: string; request_hash: string } }>()
+      .updateTable('idempotency_keys')
+      .set({ request_hash: createHash('sha256').update(JSON.stringify(legacy)).digest('hex') })
+      .where('key', '=', 'order-43')
+      .execute();
+    expect((await send(legacy, { 'idempotency-key': 'order-43' })).json().trackingId).toBe(first.json().trackingId);
+    expect((await send({ ...legacy, inapp: { title: 'changed' } }, { 'idempotency-key': 'order-43' })).statusCode).toBe(409);
     await settled(a.json().trackingId, 'email_sent_at');
     expect(smtp.messages.filter((m) => m.parsed.subject === 'once')).toHaveLength(1);
   });

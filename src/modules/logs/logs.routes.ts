@@ -138,7 +138,7 @@ export function logRoutes(app: App, deps: Pick<Deps, 'config'>, service: LogsSer
           statusFilter: Type.Optional(FilterString(`one of ${LOG_STATUSES.join(', ')}`)),
           channelFilter: Type.Optional(FilterList(FILTER_CHANNELS.join(', '))),
           notificationFilter: Type.Optional(FilterList()),
-        }),
+        }, { additionalProperties: false }),
         response: withErrors({ 200: Type.Object({ queryId: Type.String() }) }),
       },
     },

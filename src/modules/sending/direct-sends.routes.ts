@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { NotificationTypeId, withErrors } from '../../http/schemas.js';
+import { DEFAULT_LIMITS } from '../../rendering/liquid.js';
 import type { App } from '../../http/types.js';
 import { emailSend, smsSend, testEmailSend } from './direct-sends.js';
 import { type SendResponse, SendResponseSchema } from './sending.schemas.js';
@@ -12,10 +13,10 @@ const Schedule = Str(64, 'ISO 8601 date-time, at most a year ahead');
 
 const EmailSendBody = Type.Object(
   {
-    type: Type.String({ minLength: 1, maxLength: 200, description: 'notification type id; created if it does not exist' }),
+    type: Type.String({ ...NotificationTypeId, description: 'notification type id; created if it does not exist' }),
     to: Str(254, 'email address of the recipient (its user id)'),
     subject: Str(998),
-    html: Type.String(),
+    html: Type.String({ maxLength: DEFAULT_LIMITS.parseLimit }),
     fromName: Type.Optional(Str(200)),
     fromAddress: Type.Optional(Str(254, 'the platform default sender or an address on a verified domain')),
     previewText: Type.Optional(Str(1000)),
@@ -30,7 +31,7 @@ const EmailSendBody = Type.Object(
 
 const SmsSendBody = Type.Object(
   {
-    type: Type.String({ minLength: 1, maxLength: 200 }),
+    type: NotificationTypeId,
     to: Str(32, 'phone number of the recipient, E.164 (or a US/Canada number)'),
     message: Type.Optional(Str(1600, 'optional when mediaUrls is given')),
     mediaUrls: Type.Optional(Type.Array(Str(2048), { maxItems: 10, minItems: 1 })),
@@ -45,7 +46,7 @@ const TestEmailBody = Type.Object(
     notificationId: NotificationTypeId,
     to: Str(254),
     subject: Str(998),
-    html: Type.String(),
+    html: Type.String({ maxLength: DEFAULT_LIMITS.parseLimit }),
     fromAddress: Str(254),
     fromName: Str(200),
     previewText: Type.Optional(Str(1000)),

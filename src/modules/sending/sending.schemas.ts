@@ -33,11 +33,12 @@ export const SendOptionsSchema = Strict({
   ),
   apn: Type.Optional(
     Strict({
-      expiry: Type.Optional(Type.Number()),
-      priority: Type.Optional(Type.Number()),
+      expiry: Type.Optional(Type.Number({ minimum: 0, description: 'seconds until expiry; 0: now or never' })),
+      // APNs' apns-priority values: 10 immediate, 5 power-saving, 1 prioritize the device's power.
+      priority: Type.Optional(Type.Union([Type.Literal(10), Type.Literal(5), Type.Literal(1)])),
       collapseId: Type.Optional(Type.String()),
       threadId: Type.Optional(Type.String()),
-      badge: Type.Optional(Type.Number()),
+      badge: Type.Optional(Type.Integer({ minimum: 0, description: 'the app icon badge; 0 clears it' })),
       sound: Type.Optional(Type.String()),
       contentAvailable: Type.Optional(Type.Boolean()),
     }),
@@ -48,7 +49,7 @@ export const SendOptionsSchema = Strict({
         Strict({
           collapseKey: Type.Optional(Type.String()),
           priority: Type.Optional(Type.Union([Type.Literal('high'), Type.Literal('normal')])),
-          ttl: Type.Optional(Type.Number()),
+          ttl: Type.Optional(Type.Number({ minimum: 0, maximum: 2_419_200, description: 'seconds (FCM keeps a message at most 28 days)' })),
           restrictedPackageName: Type.Optional(Type.String()),
         }),
       ),

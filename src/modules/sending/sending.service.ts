@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
+import { stringify as stableStringify } from 'safe-stable-stringify';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import type { Queue } from '../../queue/port.js';
@@ -74,6 +75,18 @@ function refuseIdentityChange(message: MessageRow, stored: SendBody, update: Sen
       "Repeat the send's to unchanged or leave it out; to send to someone else, cancel the send and send again; to change the user's fields, identify them (POST /users/{userId}).",
     );
   }
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/**
+ * The hash an Idempotency-Key holds: of the body's canonical JSON (keys sorted, by
+ * safe-stable-stringify), so that a retry whose client rebuilt the object in another key order
+ * is the same request, not a 409. Keys stored before hashed the body as sent: replay compares
+ * with that too for the key's window.
+ */
+function idempotencyHash(body: SendBody): string {
+  return sha256(stableStringify(body) ?? '');
 }
 
 /** A field and its older names: at most one of them per send, else one would be dropped unread. */
@@ -172,9 +185,9 @@ export class SendingService {
     const recipient = parseRecipient(send.to);
 
     const request = JSON.stringify(body);
-    const requestHash = ctx.idempotencyKey ? createHash('sha256').update(request).digest('hex') : undefined;
+    const requestHash = ctx.idempotencyKey ? idempotencyHash(body) : undefined;
     if (ctx.idempotencyKey) {
-      const replay = await this.replay(ctx.envId, ctx.idempotencyKey, requestHash!, now);
+      const replay = await this.replay(ctx.envId, ctx.idempotencyKey, requestHash!, now, request);
       if (replay) return replay;
     }
 
@@ -233,7 +246,7 @@ export class SendingService {
       }),
     });
     if (outcome === 'replay') {
-      const replay = await this.replay(ctx.envId, ctx.idempotencyKey!, requestHash!, now);
+      const replay = await this.replay(ctx.envId, ctx.idempotencyKey!, requestHash!, now, request);
       if (replay) return replay;
       throw new AppError('CONFLICT', 'This Idempotency-Key is being used by a send that did not complete.', 'Retry the request.');
     }
@@ -358,7 +371,8 @@ export class SendingService {
     return row;
   }
 
-  private async replay(envId: string, key: string, requestHash: string, now: Date): Promise<SendResponse | null> {
+  /** `request`: the body as sent, whose hash a key stored by an earlier version holds (see idempotencyHash). */
+  private async replay(envId: string, key: string, requestHash: string, now: Date, request: string): Promise<SendResponse | null> {
     const repo = new IdempotencyRepository(this.deps.db);
     const previous = await repo.find(envId, key);
     if (!previous) return null;
@@ -367,7 +381,7 @@ export class SendingService {
       await repo.purgeBefore(new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString());
       return null;
     }
-    if (previous.request_hash !== requestHash) {
+    if (previous.request_hash !== requestHash && previous.request_hash !== sha256(request)) {
       throw new AppError('IDEMPOTENCY_CONFLICT', 'This Idempotency-Key was used with a different request body.', 'Use a new key for a different send.');
     }
     return JSON.parse(previous.response) as SendResponse;
