@@ -28,6 +28,9 @@ describe.each(STORAGE_KINDS)('logs, log queries and usage caps (%s)', (kind) => 
     expect(res.json().logs.map((l: { trackingId: string }) => l.trackingId).sort()).toEqual([...ids].sort());
     const bulk = await t.app.inject({ method: 'POST', url: '/logs/bulk', headers: t.auth, payload: { trackingIds: ids.slice(0, 2) } });
     expect(bulk.json().logs).toHaveLength(2);
+    // A UUID in upper case is the same id.
+    const upper = await t.app.inject({ method: 'GET', url: `/logs/${ids[0].toUpperCase()}`, headers: t.auth });
+    expect(upper.json().logs.map((l: { trackingId: string }) => l.trackingId)).toEqual([ids[0]]);
   });
 
   it('refuses more than 25 tracking ids', async () => {

@@ -86,7 +86,8 @@ export class LogsService {
   }
 
   async byTrackingIds(auth: AuthContext, trackingIds: string[]): Promise<LogRecord[]> {
-    const ids = [...new Set(trackingIds.map((s) => s.trim()).filter(Boolean))];
+    // Tracking ids are UUIDs, written in lower case; a UUID read back in upper case is the same id (RFC 9562).
+    const ids = [...new Set(trackingIds.map((s) => s.trim().toLowerCase()).filter(Boolean))];
     if (ids.length === 0) throw invalid('No tracking id given.', 'Pass one or more trackingIds, comma separated.');
     if (ids.length > MAX_TRACKING_IDS) throw tooManyTrackingIds(ids.length);
     if (ids.some((id) => id.length > MAX_TRACKING_ID_LENGTH)) {
@@ -233,7 +234,7 @@ export class LogsService {
       userId: typeof input.userFilter === 'string' ? input.userFilter : null,
       userIds: Array.isArray(input.userFilter) && input.userFilter.length ? input.userFilter : null,
       notificationIds: input.notificationFilter?.length ? input.notificationFilter : null,
-      trackingIds: input.trackingIds?.length ? input.trackingIds : null,
+      trackingIds: input.trackingIds?.length ? input.trackingIds.map((id) => id.toLowerCase()) : null,
       rawStatus: typeof input.statusFilter === 'string' ? input.statusFilter : null,
       rawStatuses: Array.isArray(input.statusFilter) && input.statusFilter.length ? input.statusFilter : null,
       rawChannels: input.channelFilter ?? null,
