@@ -73,9 +73,10 @@ export async function buildApp(deps: Deps, services: Services): Promise<App> {
     return503OnClosing: false,
     // request.ip (rate limits, request lines) is the client's, not a reverse proxy's: CLARION_TRUST_PROXY.
     trustProxy: deps.config.trustProxy,
-    // Route matching ignores a trailing slash, as API clients often add one.
+    // Route matching ignores a trailing slash, as API clients often add one, and a doubled slash
+    // (a client's base URL ending in "/" joined with a path starting with one: //logs/tail).
     // Path ids (user ids up to 256 chars, URL-encoded) may be longer than Fastify's default 100.
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PATH_SEGMENT_LENGTH },
+    routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, maxParamLength: MAX_PATH_SEGMENT_LENGTH },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false }, onCreate: installFormats },
     // Bodies are validated without coercion (http/validator.ts); parameters and query strings with.
     schemaController: { compilersFactory: { buildValidator: buildValidator() } },

@@ -73,6 +73,8 @@ function databaseProblem(err: unknown, config: ReturnType<typeof loadConfig>): s
 function listenProblem(err: unknown): string | undefined {
   const e = err as { code?: string; message?: string } | null;
   if (e?.code !== 'EADDRINUSE' && e?.code !== 'EACCES' && e?.code !== 'EADDRNOTAVAIL') return undefined;
+  // The inbound SMTP server's own message names its port and setting already.
+  if (e.message?.includes('CLARION_INBOUND_SMTP_PORT')) return `cannot listen: ${e.message}`;
   return `cannot listen: ${e.message}; set PORT (HTTP) or CLARION_INBOUND_SMTP_PORT (inbound SMTP) to a free port, or HOST to an address of this machine`;
 }
 
@@ -214,7 +216,7 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
   // Printed once the API answers (role worker: once the workers run), with where messages go.
   const targets = app ? deliveryTargets(config, baseUrl(config)) : undefined;
   if (created) printCredentials(created, baseUrl(config), targets);
-  else if (targets) deps.logger.info({ ...targets }, `Clarion listening on ${baseUrl(config)} (run \`clarion init\` for a new account and key); mail: ${targets.mail}; texts and calls: ${targets.texts}`);
+  else if (targets) deps.logger.info({ ...targets }, `Clarion listening on ${baseUrl(config)} (run \`clarion init\`, from a checkout \`node dist/main.js init\`, for a new account and key); mail: ${targets.mail}; texts and calls: ${targets.texts}`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

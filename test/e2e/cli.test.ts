@@ -135,6 +135,24 @@ describe('clarion CLI: help, configuration and start-up errors', () => {
     ]);
   });
 
+  it('a taken inbound SMTP port is one line naming its setting, with no stack and no warning before it', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const takenPort = (taken.address() as net.AddressInfo).port;
+    try {
+      const failed = await runCli(['serve'], { CLARION_DATA_DIR: fs.mkdtempSync(path.join(dataDir, 'smtp-')), DATABASE_URL: '', PORT: String(await freePort()), CLARION_INBOUND_SMTP_PORT: String(takenPort), LOG_LEVEL: 'info' });
+      expect(failed.code).toBe(1);
+      noStack(failed.stderr);
+      noStack(failed.stdout);
+      expect(failed.stdout).not.toContain('inbound SMTP connection error');
+      expect(failed.stderr.trim().split('\n')).toEqual([
+        `clarion: cannot listen: the inbound SMTP port 127.0.0.1:${takenPort} is in use; set CLARION_INBOUND_SMTP_PORT to a free port, or to off`,
+      ]);
+    } finally {
+      taken.close();
+    }
+  }, 120_000);
+
   it('prints the bootstrap key even when the first start then fails (port taken), and the key works on the next start', async () => {
     const fresh = fs.mkdtempSync(path.join(dataDir, 'first-'));
     const taken = net.createServer();

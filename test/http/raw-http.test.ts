@@ -55,6 +55,12 @@ describe('answers written outside the routes carry the Error body', () => {
     expectErrorBody(await rawRequest(port, get(`/users/${'a'.repeat(MAX_PATH_SEGMENT_LENGTH + 1)}`)), 414, 'URI_TOO_LONG');
   });
 
+  it('a doubled slash (a client base URL ending in "/") reaches the route', async () => {
+    const res = await rawRequest(port, get('//account'));
+    expect(res.status, res.body).toBe(200);
+    expect(JSON.parse(res.body)).toMatchObject({ accountId: t.account.accountId });
+  });
+
   it('a malformed percent-escape: 400 VALIDATION_FAILED', async () => {
     expectErrorBody(await rawRequest(port, get('/users/%E0%A4%A')), 400, 'VALIDATION_FAILED');
   });

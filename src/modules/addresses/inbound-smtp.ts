@@ -73,7 +73,10 @@ export class InboundSmtpServer {
         });
       },
     });
-    this.server.on('error', (err) => this.logger.warn({ err }, 'inbound SMTP connection error'));
+    // A port that cannot be listened on is listen()'s failure, reported once by the start.
+    this.server.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.syscall !== 'listen') this.logger.warn({ err }, 'inbound SMTP connection error');
+    });
   }
 
   private async deliver(raw: Buffer, addresses: string[], client: { ip?: string }): Promise<void> {
@@ -92,9 +95,10 @@ export class InboundSmtpServer {
   async listen(): Promise<this> {
     await new Promise<void>((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {
+        // The code stays: the start reports a port it cannot listen on in one line (main.ts).
         reject(
           err.code === 'EADDRINUSE'
-            ? new Error(`the inbound SMTP port ${this.options.host}:${this.options.port} is in use; set CLARION_INBOUND_SMTP_PORT to a free port, or to off`)
+            ? Object.assign(new Error(`the inbound SMTP port ${this.options.host}:${this.options.port} is in use; set CLARION_INBOUND_SMTP_PORT to a free port, or to off`), { code: err.code })
             : err,
         );
       };
