@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
+import { distance } from 'fastest-levenshtein';
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { Ids } from '../clock.js';
 import { AppError, type ErrorCode, errorBody } from '../errors.js';
@@ -34,6 +35,24 @@ function unexpectedProperty(validation: FastifyError['validation']): string {
   return typeof name === 'string' ? `: "${name}" is not allowed` : '';
 }
 
+/**
+ * Ajv checks `required` before unknown properties and stops at the first error, so a misspelt
+ * key ({"email": {"subjec": ...}}) is reported as the key it should have been: name the near
+ * miss (at most 2 edits away, by fastest-levenshtein) from the body the error points into.
+ */
+function misspeltRequired(validation: FastifyError['validation'], context: string | undefined, request: FastifyRequest): string {
+  const first = validation?.[0];
+  const missing = (first?.params as { missingProperty?: unknown } | undefined)?.missingProperty;
+  if (first?.keyword !== 'required' || typeof missing !== 'string' || context !== 'body') return '';
+  let target: unknown = request.body;
+  for (const step of first.instancePath.split('/').slice(1)) {
+    target = target !== null && typeof target === 'object' ? (target as Record<string, unknown>)[step.replace(/~1/g, '/').replace(/~0/g, '~')] : undefined;
+  }
+  if (target === null || typeof target !== 'object' || Array.isArray(target)) return '';
+  const near = Object.keys(target).find((key) => key !== missing && distance(key.toLowerCase(), missing.toLowerCase()) <= 2);
+  return near === undefined ? '' : ` (is "${near}" a misspelling of "${missing}"?)`;
+}
+
 export function installErrorHandling(app: App): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {
@@ -43,7 +62,14 @@ export function installErrorHandling(app: App): void {
       const where = err.validationContext ?? 'request';
       return reply
         .status(400)
-        .send(errorBody(request.id, 'VALIDATION_FAILED', `Invalid ${where}: ${err.message}${unexpectedProperty(err.validation)}`, 'See /openapi.json for the expected shape.'));
+        .send(
+          errorBody(
+            request.id,
+            'VALIDATION_FAILED',
+            `Invalid ${where}: ${err.message}${unexpectedProperty(err.validation)}${misspeltRequired(err.validation, err.validationContext, request)}`,
+            'See /openapi.json for the expected shape.',
+          ),
+        );
     }
     if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
       return reply.status(400).send(errorBody(request.id, 'INVALID_JSON', 'The request body is not valid JSON.', 'Send a well-formed JSON document.'));

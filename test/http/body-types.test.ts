@@ -66,6 +66,14 @@ describe.each(STORAGE_KINDS)('JSON body types as sent (%s)', (kind) => {
     }
   });
 
+  it('a misspelt required key is named as the likely misspelling, not only as the key that is missing', async () => {
+    const typo = await call('POST', '/send', { type: 't', to: { id: 'typo' }, email: { subjec: 'typo', html: 'x' } });
+    expectErrorBody(typo, 400, 'VALIDATION_FAILED', /body\/email must have required property 'subject' \(is "subjec" a misspelling of "subject"\?\)$/);
+    // Nothing near the missing key: the message stays as it was.
+    const missing = await call('POST', '/send', { type: 't', to: { id: 'typo' }, email: { html: 'x' } });
+    expectErrorBody(missing, 400, 'VALIDATION_FAILED', /body\/email must have required property 'subject'$/);
+  });
+
   it('query strings and path parameters are still read as their declared types', async () => {
     for (let i = 0; i < 3; i++) await createDraft(t, { name: `q${i}` });
     const page = await call('GET', '/broadcasts?limit=2&archived=false');
