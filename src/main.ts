@@ -71,11 +71,10 @@ function databaseProblem(err: unknown, config: ReturnType<typeof loadConfig>): s
 
 /** A port that cannot be listened on, in one line, or undefined. */
 function listenProblem(err: unknown): string | undefined {
-  const e = err as { code?: string; message?: string } | null;
+  const e = err as { code?: string; message?: string; fix?: string } | null;
   if (e?.code !== 'EADDRINUSE' && e?.code !== 'EACCES' && e?.code !== 'EADDRNOTAVAIL') return undefined;
-  // The inbound SMTP server's own message names its port and setting already.
-  if (e.message?.includes('CLARION_INBOUND_SMTP_PORT')) return `cannot listen: ${e.message}`;
-  return `cannot listen: ${e.message}; set PORT (HTTP) or CLARION_INBOUND_SMTP_PORT (inbound SMTP) to a free port, or HOST to an address of this machine`;
+  // A listener that knows which setting names its port says so (the inbound SMTP server).
+  return `cannot listen: ${e.message}; ${e.fix ?? 'set PORT (HTTP) or CLARION_INBOUND_SMTP_PORT (inbound SMTP) to a free port, or HOST to an address of this machine'}`;
 }
 
 /** A connection URL without its password. */

@@ -95,10 +95,10 @@ export class InboundSmtpServer {
   async listen(): Promise<this> {
     await new Promise<void>((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {
-        // The code stays: the start reports a port it cannot listen on in one line (main.ts).
+        // The code stays, and the fix goes with it: the start reports a port it cannot listen on in one line (main.ts).
         reject(
           err.code === 'EADDRINUSE'
-            ? Object.assign(new Error(`the inbound SMTP port ${this.options.host}:${this.options.port} is in use; set CLARION_INBOUND_SMTP_PORT to a free port, or to off`), { code: err.code })
+            ? Object.assign(new Error(`the inbound SMTP port ${this.options.host}:${this.options.port} is in use`), { code: err.code, fix: 'set CLARION_INBOUND_SMTP_PORT to a free port, or to off' })
             : err,
         );
       };

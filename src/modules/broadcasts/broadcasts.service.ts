@@ -138,7 +138,7 @@ export class BroadcastsService {
    * recipient. Components are resolved at the send (one may be added in between).
    */
   private checkLiquid(content: { subject?: string; html?: string }): void {
-    validateContent(this.renderer, 'EMAIL', { ...(content.subject !== undefined ? { subject: content.subject } : {}), ...(content.html !== undefined ? { html: content.html } : {}) });
+    validateContent(this.renderer, 'EMAIL', { subject: content.subject, html: content.html });
   }
 
   delete(caller: BroadcastCaller, id: string): Promise<void> {

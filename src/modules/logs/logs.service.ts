@@ -2,7 +2,7 @@ import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import { PermanentJobError, type Queue } from '../../queue/port.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
-import { LOG_CHANNELS } from '../sending/channels.js';
+import { SEND_CHANNELS } from '../sending/channels.js';
 import { MessagesRepository } from '../sending/messages.repository.js';
 import type { AttemptRow, MessageRow } from '../sending/sending.tables.js';
 import { type LogEvent, decodeCursor, encodeCursor, toLogEvent } from './log-events.js';
@@ -10,10 +10,17 @@ import { type LogRecord, logStatus, toLogRecord } from './log-record.js';
 import { type LogFilters, LogsRepository } from './logs.repository.js';
 
 /**
- * The spec's log filter channels: the send channels' log names and `voice`, whose calls have no
- * delivery yet (the voice operations are not built), so it is accepted and matches nothing.
+ * The spec's log filter channels, as the channel enum and as log names: the send channels and
+ * VOICE, whose calls have no delivery yet (the voice operations are not built), so it is
+ * accepted and matches nothing.
  */
-export const FILTER_CHANNELS: readonly string[] = [...LOG_CHANNELS, 'voice'];
+const FILTER_CHANNEL_NAMES: readonly { channel: string; log: string }[] = [...SEND_CHANNELS, { channel: 'VOICE', log: 'voice' }];
+export const FILTER_CHANNELS: readonly string[] = FILTER_CHANNEL_NAMES.map((c) => c.log);
+
+/** A filter channel given in the channel enum (EMAIL, VOICE, ...) as its log name; anything else as given. */
+export function filterChannelLogName(channel: string): string {
+  return FILTER_CHANNEL_NAMES.find((c) => c.channel === channel)?.log ?? channel;
+}
 
 export const MAX_TRACKING_IDS = 25;
 /** GET /logs/tail: the SDK's "last 100 logs". */

@@ -1,6 +1,5 @@
 import { invalid } from '../../errors.js';
-import { SEND_CHANNELS } from '../sending/channels.js';
-import { type LogQueryInput, MAX_TIMESTAMP_MS } from './logs.service.js';
+import { type LogQueryInput, MAX_TIMESTAMP_MS, filterChannelLogName } from './logs.service.js';
 
 /**
  * The body of the older server SDK's queryLogs (`POST /{clientId}/logs/query`): its own shape of
@@ -36,7 +35,7 @@ export function fromOlderSdkQuery(body: OlderSdkLogQuery): LogQueryInput {
   return {
     ...(hasRange ? { dateRangeFilter: [range.startTime ?? 0, range.endTime ?? MAX_TIMESTAMP_MS] } : {}),
     ...(body.notificationFilter ? { notificationFilter: body.notificationFilter } : {}),
-    ...(body.channelFilter ? { channelFilter: body.channelFilter.map((c) => SEND_CHANNELS.find((s) => s.channel === c)?.log ?? (c === 'VOICE' ? 'voice' : c)) } : {}),
+    ...(body.channelFilter ? { channelFilter: body.channelFilter.map(filterChannelLogName) } : {}),
     ...(body.userFilter ? { userFilter: body.userFilter } : {}),
     ...(body.statusFilter ? { statusFilter: body.statusFilter } : {}),
     ...(body.trackingIds ? { trackingIds: body.trackingIds } : {}),

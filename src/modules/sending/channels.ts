@@ -15,8 +15,6 @@ export type SendChannel = (typeof SEND_CHANNELS)[number]['channel'];
 export type LogChannel = (typeof SEND_CHANNELS)[number]['log'];
 export type ContentKey = (typeof SEND_CHANNELS)[number]['body'];
 
-export const LOG_CHANNELS: readonly LogChannel[] = SEND_CHANNELS.map((c) => c.log);
-
 export function logNameOf(channel: SendChannel): LogChannel {
   return SEND_CHANNELS.find((c) => c.channel === channel)!.log;
 }
