@@ -59,11 +59,12 @@ describe.each(STORAGE_KINDS)('pingram SDK: email.send, sms.send, sender.testEmai
 
   it('email.send and sender.testEmail refuse an html past the renderer\'s limit, as POST /send does', async () => {
     const html = 'a'.repeat(2_000_001);
+    // Each call starts only when awaited: a second request already in flight would reject with no handler yet.
     for (const call of [
-      client.email.send({ type: 'direct_big', to: 'big@example.com', subject: 's', html }),
-      client.sender.testEmail({ notificationId: 'direct_big', to: 'big@example.com', subject: 's', html, fromAddress: t.deps.config.defaultFromAddress, fromName: 'x' }),
+      () => client.email.send({ type: 'direct_big', to: 'big@example.com', subject: 's', html }),
+      () => client.sender.testEmail({ notificationId: 'direct_big', to: 'big@example.com', subject: 's', html, fromAddress: t.deps.config.defaultFromAddress, fromName: 'x' }),
     ]) {
-      await expect(call).rejects.toMatchObject({ response: { status: 400 } });
+      await expect(call()).rejects.toMatchObject({ response: { status: 400 } });
     }
     const refused = await t.app.inject({ method: 'POST', url: '/email', headers: t.auth, payload: { type: 'direct_big', to: 'big@example.com', subject: 's', html } });
     expect(refused.json().error).toMatchObject({ code: 'VALIDATION_FAILED', message: expect.stringContaining('html must NOT have more than 2000000 characters') });
