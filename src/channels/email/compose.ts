@@ -23,13 +23,17 @@ export function preheaderHtml(previewText: string): string {
 export function withPreheader(html: string, previewText: string | undefined): string {
   if (!previewText) return html;
   const block = preheaderHtml(previewText);
-  const body = /<body\b[^>]*>/i.exec(html);
-  if (body) return html.slice(0, body.index + body[0].length) + block + html.slice(body.index + body[0].length);
+  const body = /<body\b/i.exec(html);
+  // The tag's end by indexOf, not `[^>]*>` in the pattern: retried at every `<body` of an HTML
+  // without a `>` after it, that scan was quadratic in the HTML's length.
+  const end = body ? html.indexOf('>', body.index) : -1;
+  if (end >= 0) return html.slice(0, end + 1) + block + html.slice(end + 1);
   return block + html;
 }
 
-// An <a> start tag's href (quoted either way): group 1 is the tag up to the value's quote.
-const ANCHOR_HREF = /(<a\b[^>]*?\shref\s*=\s*)(?:"([^"]*)"|'([^']*)')([^>]*>)/gi;
+const ANCHOR_START = /<a\b/gi;
+/** An href attribute up to its value's opening quote, inside a start tag's text. */
+const HREF_ATTRIBUTE = /\shref\s*=\s*(["'])/i;
 const ATTRIBUTE = (name: string) => new RegExp(`\\s${name}\\s*=\\s*(?:"([^"]*)"|'([^']*)')`, 'i');
 const LINK_TAGS = ATTRIBUTE('data-link-tags');
 const NO_TRACK = /\sdata-(?:clarion-)?no-track\b/i;
@@ -55,6 +59,52 @@ export function parseLinkTags(value: string | undefined): Record<string, string[
 }
 
 /**
+ * Rewrites the quoted href of every `<a>` start tag with what `replace(head, value, tail)`
+ * returns (undefined leaves the tag as it is); the value comes back double-quoted and escaped.
+ * `head` is the tag up to the value's opening quote, `tail` from after its closing quote to the
+ * tag's `>`. The href must start before the tag's first `>`; its value may hold one.
+ *
+ * A scan with indexOf rather than one regular expression over the document: retried at every
+ * `<a`, the pattern's `[^>]*?` ran to the next `>` each time, quadratic in the HTML (a 300 KB
+ * body of `<a <a <a ...` held the process for seconds). Here every step either moves past what
+ * it scanned or learns that a character no longer occurs, so the work is linear.
+ */
+export function rewriteAnchors(html: string, replace: (head: string, value: string, tail: string) => string | undefined): string {
+  let out = '';
+  let copied = 0;
+  let from = 0;
+  /** Per quote character: the position from which it no longer occurs, once an indexOf missed it. */
+  const absentFrom: Record<string, number> = { '"': Number.POSITIVE_INFINITY, "'": Number.POSITIVE_INFINITY };
+  for (;;) {
+    ANCHOR_START.lastIndex = from;
+    const start = ANCHOR_START.exec(html);
+    if (!start) break;
+    const close = html.indexOf('>', start.index);
+    if (close < 0) break;
+    const href = HREF_ATTRIBUTE.exec(html.slice(start.index, close));
+    from = close + 1;
+    if (!href) continue;
+    const quote = href[1];
+    const valueStart = start.index + href.index + href[0].length;
+    const valueEnd = valueStart >= absentFrom[quote] ? -1 : html.indexOf(quote, valueStart);
+    if (valueEnd < 0) {
+      absentFrom[quote] = Math.min(absentFrom[quote], valueStart);
+      continue;
+    }
+    const tagEnd = html.indexOf('>', valueEnd + 1);
+    if (tagEnd < 0) break;
+    from = tagEnd + 1;
+    const head = html.slice(start.index, valueStart - 1);
+    const tail = html.slice(valueEnd + 1, tagEnd + 1);
+    const replaced = replace(head, html.slice(valueStart, valueEnd), tail);
+    if (replaced === undefined) continue;
+    out += `${html.slice(copied, start.index)}${head}"${escapeHtml(replaced)}"${tail}`;
+    copied = tagEnd + 1;
+  }
+  return copied === 0 ? html : out + html.slice(copied);
+}
+
+/**
  * Applies open and click tracking to the HTML: every http(s) link becomes its tracked URL
  * (except those marked `data-no-track`), and the pixel goes last in the body. Regular
  * expressions rather than a DOM: templates are rendered HTML whose anchors are plain start
@@ -65,13 +115,11 @@ export function applyTracking(html: string, tracking: EmailTracking | undefined)
   let out = html;
   const link = tracking.link;
   if (link) {
-    out = out.replace(ANCHOR_HREF, (whole, head: string, dq: string | undefined, sq: string | undefined, tail: string) => {
-      const raw = dq ?? sq ?? '';
+    out = rewriteAnchors(out, (head, raw, tail) => {
       const url = decodeEntities(raw.trim());
-      if (!/^https?:\/\//i.test(url) || NO_TRACK.test(head) || NO_TRACK.test(tail)) return whole;
+      if (!/^https?:\/\//i.test(url) || NO_TRACK.test(head) || NO_TRACK.test(tail)) return undefined;
       const tagAttr = LINK_TAGS.exec(head) ?? LINK_TAGS.exec(tail);
-      const tracked = link(url, parseLinkTags(tagAttr ? (tagAttr[1] ?? tagAttr[2]) : undefined));
-      return `${head}"${escapeHtml(tracked)}"${tail}`;
+      return link(url, parseLinkTags(tagAttr ? (tagAttr[1] ?? tagAttr[2]) : undefined));
     });
   }
   if (tracking.pixelUrl) {
