@@ -1,6 +1,6 @@
-import safeRegex from 'safe-regex2';
 import { characterCount } from '../../characters.js';
 import { invalid } from '../../errors.js';
+import { linearRegex } from './linear-regex.js';
 
 /**
  * The audience filter language (docs/broadcasts.md): a MongoDB-style query over the user
@@ -186,8 +186,13 @@ function regex(pattern: unknown, options: unknown, at: string): Condition {
   } catch (err) {
     throw invalid(`${at} is not a valid regular expression: ${(err as Error).message}.`);
   }
-  if (!safeRegex(pattern)) {
-    throw invalid(`${at} could take exponential time on some values (nested repetition such as "(a+)+").`, 'Simplify the expression: no quantifier applied to a group that itself repeats.');
+  try {
+    linearRegex(pattern, flags);
+  } catch (err) {
+    throw invalid(
+      `${at} uses what the filter's linear-time engine (RE2) does not run: ${(err as Error).message}.`,
+      'Write it without lookahead, lookbehind or backreferences (\\1); classes, alternation, repetition and anchors are fine.',
+    );
   }
   return { op: 'regex', pattern, flags: [...new Set(flags)].join('') };
 }
