@@ -311,6 +311,20 @@ describe.each(STORAGE_KINDS)('audience filter SQL agrees with mingo (%s)', (kind
     }
   });
 
+  it('runs $in and $nin of 1,000 values (the limit) as SQL on both engines', async () => {
+    const many = (extra: (string | number)[]) => [...Array.from({ length: 1000 - extra.length }, (_, i) => `nobody-${i}`), ...extra];
+    for (const filter of [
+      { id: { $in: many(['u01', 'u02']) } },
+      { 'properties.age': { $in: many([30, 31]) } },
+      { 'properties.plan': { $nin: many(['pro']) } },
+      { $or: [{ id: { $in: many(['u03']).slice(0, 500) } }, { 'properties.plan': { $in: many(['team']).slice(500) } }] },
+    ]) {
+      const got = await viaSql(filter);
+      expect(got.exact).toBe(true);
+      expect(got.ids, JSON.stringify(filter).slice(-80)).toEqual(viaMingo(filter));
+    }
+  });
+
   it('narrows a $regex filter in SQL to the users that can match before mingo runs', async () => {
     const filter = { 'properties.plan': 'pro', email: { $regex: 'example', $options: 'i' } };
     const got = await viaSql(filter);

@@ -80,7 +80,7 @@ class Translator {
   private member(path: FieldPath, values: (Scalar | null)[]): RawBuilder<SqlBool> {
     const parts = values.filter((v) => v !== null).map((v) => this.compare(path, 'eq', v));
     if (values.includes(null)) parts.push(not(this.present(path)));
-    return parts.length === 0 ? FALSE : parts.length === 1 ? parts[0] : sql<SqlBool>`(${sql.join(parts, sql` or `)})`;
+    return parts.length === 0 ? FALSE : balancedOr(parts);
   }
 
   /** The field holds a value (user columns: not NULL; properties: the key is present). */
@@ -139,4 +139,15 @@ function sqlitePath(key: string): string {
 
 function not(where: RawBuilder<SqlBool>): RawBuilder<SqlBool> {
   return sql<SqlBool>`(not ${where})`;
+}
+
+/**
+ * `a or b or ...` as a balanced tree: SQLite parses a flat chain as a left-deep tree and refuses
+ * one deeper than 1,000 (SQLITE_MAX_EXPR_DEPTH), which a $in of 1,000 values (the filter's
+ * limit) reached; balanced, its depth is about log2 of the count.
+ */
+function balancedOr(parts: RawBuilder<SqlBool>[]): RawBuilder<SqlBool> {
+  if (parts.length === 1) return parts[0];
+  const middle = parts.length >> 1;
+  return sql<SqlBool>`(${balancedOr(parts.slice(0, middle))} or ${balancedOr(parts.slice(middle))})`;
 }
