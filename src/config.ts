@@ -3,6 +3,7 @@ import path from 'node:path';
 import { EnvError, cleanEnv, makeExactValidator } from 'envalid';
 import { type TelephonySettings, telephonySettings } from './channels/telephony/settings.js';
 import { parseKey } from './secrets.js';
+import { INTEGER_COLUMN_MAX } from './storage/schema.js';
 
 /** Every setting Clarion reads from the environment; parsed once at start-up (README: Configuration). */
 export interface Config extends TelephonySettings {
@@ -196,7 +197,7 @@ const SPEC = {
   CLARION_DEFAULT_FROM_NAME: text('Clarion'),
   CLARION_JOB_LOCK_SECONDS: int(30, 1),
   CLARION_BUSY_WORKER_PERCENT: setting('a percentage from 1 to 100', integer(1, 100), 5),
-  CLARION_DEFAULT_MESSAGES_CAP: int(1_000_000, 0),
+  CLARION_DEFAULT_MESSAGES_CAP: int(1_000_000, 0, INTEGER_COLUMN_MAX),
   CLARION_LOG_RETENTION_DAYS: int(30, 1),
   CLARION_WEB_PUSH_SUBJECT: optional('a mailto: address or an https: URL', (raw) => (/^mailto:[^@\s]+@[^@\s]+$/.test(raw) || /^https:\/\/[^/\s]/.test(raw) ? raw : undefined)),
   CLARION_WEB_PUSH_TTL: int(86_400, 0),

@@ -3,6 +3,12 @@
  * PostgreSQL: timestamps are ISO-8601 UTC text (sortable as text), JSON is text, booleans are
  * integers 0/1. Other modules declare their own tables and use `db.withTables<Their>()`.
  */
+
+/**
+ * The largest value of an `integer` column: PostgreSQL's is 32-bit (SQLite's is not), so a
+ * number compared with or written to one is bounded here, or PostgreSQL answers 22003.
+ */
+export const INTEGER_COLUMN_MAX = 2_147_483_647;
 export interface AccountsTable {
   id: string;
   name: string;

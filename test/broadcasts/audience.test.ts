@@ -182,7 +182,11 @@ describe.each(STORAGE_KINDS)('broadcast audiences (%s)', (kind) => {
     const second = (await call('GET', `/broadcasts/${id}/recipients?limit=4&cursor=${first.nextCursor}`)).json<{ recipients: Recipient[]; nextCursor?: string }>();
     expect(second.recipients.map((r) => r.userId)).toEqual(['ok-2', 'unsubscribed']);
     expect(second.nextCursor).toBeUndefined();
-    expectErrorBody(await call('GET', `/broadcasts/${id}/recipients?cursor=abc`), 400, 'VALIDATION_FAILED', /cursor is not a cursor of this list/);
+    // Past PostgreSQL's integer column (seq) too: refused, not a 500.
+    for (const bad of ['abc', '2147483648', '999999999999999']) {
+      expectErrorBody(await call('GET', `/broadcasts/${id}/recipients?cursor=${bad}`), 400, 'VALIDATION_FAILED', /cursor is not a cursor of this list/);
+    }
+    expect((await call('GET', `/broadcasts/${id}/recipients?cursor=2147483647`)).json()).toEqual({ recipients: [] });
     expectErrorBody(await call('GET', `/broadcasts/${id}/recipients?state=gone`), 400, 'VALIDATION_FAILED', /state/);
   });
 });

@@ -139,6 +139,13 @@ describe.each(STORAGE_KINDS)('log lookups and queries hold their bounds (%s)', (
       expect(first.map((p) => p.length)).toEqual([10, 10, 5]);
       expect(first.flat()).toEqual([...ids].reverse());
       expect(await readAll()).toEqual(first);
+      // Past PostgreSQL's integer column: refused as a token it never gave, not a 500.
+      for (const bad of ['2147483648', '9007199254740991', '-1', 'x']) {
+        const refused = await result(queryId, `?nextToken=${bad}`);
+        expect(refused.statusCode, bad).toBe(400);
+        expect(refused.json().error.message, bad).toMatch(/nextToken is not one this query gave/);
+      }
+      expect((await result(queryId, '?nextToken=2147483647')).json().logs).toEqual([]);
       // Without a limit, one page holds it all.
       const whole = (await result(queryId)).json();
       expect(whole.logs.map((l: { trackingId: string }) => l.trackingId)).toEqual(first.flat());

@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps.js';
 import { invalid } from '../../errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
+import { INTEGER_COLUMN_MAX } from '../../storage/schema.js';
 import { notFoundBroadcast } from './broadcast-transitions.js';
 import type { RecipientTracking } from './recipient-tracking.js';
 import { BroadcastsRepository } from './broadcasts.repository.js';
@@ -76,7 +77,7 @@ export class BroadcastReports {
     let after: number | undefined;
     if (query.cursor !== undefined) {
       after = Number(query.cursor);
-      if (!/^\d{1,15}$/.test(query.cursor)) throw invalid('cursor is not a cursor of this list.', 'Pass the nextCursor of the previous page unchanged.');
+      if (!/^\d{1,10}$/.test(query.cursor) || after > INTEGER_COLUMN_MAX) throw invalid('cursor is not a cursor of this list.', 'Pass the nextCursor of the previous page unchanged.');
     }
     const limit = query.limit ?? RECIPIENTS_LIMIT_DEFAULT;
     const rows = await new RecipientsRepository(this.deps.db).list(scope, id, { state: query.state, after, limit: limit + 1 });

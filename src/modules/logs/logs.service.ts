@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import { PermanentJobError, type Queue } from '../../queue/port.js';
+import { INTEGER_COLUMN_MAX } from '../../storage/schema.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
 import { SEND_CHANNELS } from '../sending/channels.js';
 import { MessagesRepository } from '../sending/messages.repository.js';
@@ -163,7 +164,7 @@ export class LogsService {
     if (row.status === 'Failed') return { status: 'Failed', error: row.error ?? QUERY_FAILED };
     const limit = Math.min(page.limit ?? MAX_RESULT_PAGE, MAX_RESULT_PAGE);
     const start = page.nextToken === undefined ? 0 : Number(page.nextToken);
-    if (!Number.isSafeInteger(start) || start < 0) throw invalid('nextToken is not one this query gave.', 'Pass the nextToken of the previous page, or none for the first.');
+    if (!Number.isSafeInteger(start) || start < 0 || start > INTEGER_COLUMN_MAX) throw invalid('nextToken is not one this query gave.', 'Pass the nextToken of the previous page, or none for the first.');
     // Finished before results had their own rows (migration 0067): the whole result is one JSON array.
     const logs: LogRecord[] = row.result !== null
       ? (JSON.parse(row.result) as LogRecord[]).slice(start, start + limit + 1)

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ChannelSchema, MessageSchema, NotificationTypeId, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
+import { INTEGER_COLUMN_MAX } from '../../storage/schema.js';
 import { requireEnv } from '../auth/auth.service.js';
 import { DeduplicationSchema as Deduplication, ThrottlingSchema as Throttling, TypeOptionsSchema as Options } from './delivery-options.js';
 import type { TypesService } from './types.service.js';
@@ -12,7 +13,7 @@ const Channels = Type.Array(ChannelSchema, { maxItems: 16 });
 // Days. One `type` list, not a union: with coerceTypes a union's null branch turns 0 into null and
 // an integer branch turns null into 0; Ajv coerces nothing that already has one of the listed types.
 // The column is a 32-bit integer on PostgreSQL: larger values answered 500 there.
-const Retention = Type.Optional(Type.Unsafe<number | null>({ type: ['integer', 'null'], minimum: 0, maximum: 2_147_483_647 }));
+const Retention = Type.Optional(Type.Unsafe<number | null>({ type: ['integer', 'null'], minimum: 0, maximum: INTEGER_COLUMN_MAX }));
 const Title = Type.String({ minLength: 1, maxLength: 200 });
 
 const NotificationTypeSchema = Type.Object(

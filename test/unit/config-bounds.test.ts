@@ -16,3 +16,12 @@ describe('CLARION_BUSY_WORKER_PERCENT', () => {
     }
   });
 });
+
+describe('CLARION_DEFAULT_MESSAGES_CAP', () => {
+  const base = { CLARION_DATA_DIR: '/tmp/clarion-config-test' };
+
+  it('is bounded by the accounts column (a 32-bit integer on PostgreSQL), refused past it at start', () => {
+    expect(loadConfig({ ...base, CLARION_DEFAULT_MESSAGES_CAP: '2147483647' }).defaultMessagesCap).toBe(2_147_483_647);
+    expect(() => loadConfig({ ...base, CLARION_DEFAULT_MESSAGES_CAP: '3000000000' })).toThrow(/CLARION_DEFAULT_MESSAGES_CAP/);
+  });
+});
