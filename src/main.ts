@@ -195,31 +195,16 @@ function printCredentials(created: { accountId: string; clientId: string; client
 
 async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof loadConfig>): Promise<number> {
   const deps = buildDeps(config);
-  await deps.storage.migrate();
-  const created = await bootstrapIfEmpty(deps);
   let app: Awaited<ReturnType<typeof buildApp>> | null = null;
   let workers: Awaited<ReturnType<typeof startWorkers>> | null = null;
-  try {
-    // One services object for the whole process: the API and its workers (role all) share it.
-    const services = buildServices(deps);
-    app = role === 'worker' ? null : await buildApp(deps, services);
-    workers = role === 'api' ? null : await startWorkers(deps, services);
-    if (app) await app.listen({ port: config.port, host: config.host });
-  } catch (err) {
-    // The account exists from now on: its key must not be lost with a start that failed after it.
-    if (created) printCredentials(created, baseUrl(config));
-    throw err;
-  }
-  // Started: what loading the modules and compiling the schemas left behind goes once things settle.
-  scheduleStartupCollection();
-  // Printed once the API answers (role worker: once the workers run), with where messages go.
-  const targets = app ? deliveryTargets(config, baseUrl(config)) : undefined;
-  if (created) printCredentials(created, baseUrl(config), targets);
-  else if (targets) deps.logger.info({ ...targets }, `Clarion listening on ${baseUrl(config)} (run \`clarion init\`, from a checkout \`node dist/main.js init\`, for a new account and key); mail: ${targets.mail}; texts and calls: ${targets.texts}`);
+  /** A first start's banner not printed yet: printed by whatever ends the start (a signal, an error). */
+  let bannerDue: (() => void) | null = null;
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
+    // Stopped while starting (Ctrl-C, docker stop): the account exists, its key must not be lost.
+    bannerDue?.();
     deps.logger.info({ signal }, 'shutting down');
     // Stop taking requests first, then let workers finish or release their jobs, then close storage.
     await app?.close();
@@ -227,8 +212,39 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
     await deps.storage.close();
     process.exit(0);
   };
+  // From the start, not once listening: the first start commits the bootstrap account seconds
+  // before the API answers.
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  await deps.storage.migrate();
+  const created = await bootstrapIfEmpty(deps);
+  if (created) {
+    bannerDue = () => {
+      bannerDue = null;
+      printCredentials(created, baseUrl(config));
+    };
+  }
+  try {
+    // One services object for the whole process: the API and its workers (role all) share it.
+    const services = buildServices(deps);
+    app = role === 'worker' ? null : await buildApp(deps, services);
+    // Listening before the workers start: a job due at start that calls this server (the
+    // development carrier's status callbacks) finds it answering.
+    if (app) await app.listen({ port: config.port, host: config.host });
+    workers = role === 'api' ? null : await startWorkers(deps, services);
+  } catch (err) {
+    // The account exists from now on: its key must not be lost with a start that failed after it.
+    bannerDue?.();
+    throw err;
+  }
+  // Started: what loading the modules and compiling the schemas left behind goes once things settle.
+  scheduleStartupCollection();
+  // Printed once the API answers (role worker: once the workers run), with where messages go.
+  const targets = app ? deliveryTargets(config, baseUrl(config)) : undefined;
+  if (created) {
+    bannerDue = null;
+    printCredentials(created, baseUrl(config), targets);
+  } else if (targets) deps.logger.info({ ...targets }, `Clarion listening on ${baseUrl(config)} (run \`clarion init\`, from a checkout \`node dist/main.js init\`, for a new account and key); mail: ${targets.mail}; texts and calls: ${targets.texts}`);
   return -1;
 }
 

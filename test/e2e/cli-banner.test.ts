@@ -3,8 +3,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { userHash } from '../../src/modules/inapp/inapp.auth.js';
+import { sha256Hex } from '../../src/secrets.js';
 import { freePort, runCli, spawnCli, waitForOutput } from '../helpers/process.js';
 
 const dataDirs: string[] = [];
@@ -69,6 +71,41 @@ describe('the start banner says where messages go', () => {
     expect(out).not.toContain('smtp-password-123');
     expect(out).not.toContain('mailer');
     expect(out).not.toContain('twilio-token-456');
+  }, 60_000);
+});
+
+describe('a first start stopped before the API answers', () => {
+  it('prints the bootstrap account\'s key all the same (SIGTERM once the account is committed)', async () => {
+    const dataDir = freshDataDir();
+    const child = spawnCli(['serve'], { CLARION_DATA_DIR: dataDir, DATABASE_URL: '', PORT: String(await freePort()), LOG_LEVEL: 'warn' });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    // The account is committed, then the app is built (seconds): stopped in between.
+    const storedKeys = () => {
+      try {
+        const db = new Database(path.join(dataDir, 'clarion.sqlite'), { readonly: true, fileMustExist: true });
+        try {
+          return db.prepare('SELECT key_hash FROM api_keys').all() as { key_hash: string }[];
+        } finally {
+          db.close();
+        }
+      } catch {
+        return [];
+      }
+    };
+    let keys = storedKeys();
+    while (keys.length === 0) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      keys = storedKeys();
+    }
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    const printed = /API key\s+(clarion_sk_\S+)/.exec(out)?.[1];
+    expect(printed, out).toBeDefined();
+    expect(keys.map((k) => k.key_hash)).toEqual([sha256Hex(printed!)]);
+    // The banner of a start that ended before the API answered: without where messages go.
+    expect(out).not.toContain('Where messages go');
   }, 60_000);
 });
 
