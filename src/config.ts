@@ -136,7 +136,14 @@ const HTTP_URL = 'an http(s) URL';
 const urlSetting = (fallback: string, shape: (url: URL) => string) => setting(HTTP_URL, (raw) => (httpUrl(raw) ? shape(httpUrl(raw)!) : undefined), shape(new URL(fallback)));
 
 /** 32 bytes or more, decoded as the server will (secrets.ts). */
-const secretKey = (raw: string): string | undefined => (parseKey(raw).length >= 32 ? raw : undefined);
+const secretKey = (raw: string): string | undefined => {
+  try {
+    parseKey(raw);
+    return raw;
+  } catch {
+    return undefined;
+  }
+};
 
 const DOMAIN = /^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 const domainName = (raw: string) => (DOMAIN.test(raw.toLowerCase()) ? raw.toLowerCase() : undefined);

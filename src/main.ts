@@ -7,6 +7,8 @@ import { limitHeapGrowth, scheduleStartupCollection } from './heap-settings.js';
 import { bootstrapIfEmpty, createAccountWithEnvironment } from './modules/accounts/bootstrap.js';
 import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { signAccountToken } from './modules/auth/jwt.js';
+import { EnvironmentsRepository } from './modules/environments/environments.repository.js';
+import { SecretKeyProblem, assertOpensSealed } from './secrets.js';
 import { buildServices } from './services.js';
 import { type DeliveryTargets, deliveryTargets } from './start-banner.js';
 import { startWorkers } from './workers.js';
@@ -106,14 +108,31 @@ async function main(argv: string[]): Promise<number> {
   try {
     return await run(command, rest, config);
   } catch (err) {
-    const problem = databaseProblem(err, config) ?? listenProblem(err);
+    const problem = databaseProblem(err, config) ?? listenProblem(err) ?? (err instanceof SecretKeyProblem ? err.message : undefined);
     if (problem) throw new DatabaseUnavailable(problem);
     throw err;
   }
 }
 
-/** The database cannot be reached or opened, or a port cannot be listened on: printed as one line, exit 1. */
+/** The database cannot be reached or opened, a port cannot be listened on, or the secret key does not fit: printed as one line, exit 1. */
 class DatabaseUnavailable extends Error {}
+
+/** Dependencies on the migrated database, once the server key is known to open its sealed secrets. */
+async function migratedDeps(config: ReturnType<typeof loadConfig>): Promise<ReturnType<typeof buildDeps>> {
+  const deps = buildDeps(config);
+  await deps.storage.migrate();
+  await checkSecretKey(deps);
+  return deps;
+}
+
+async function checkSecretKey(deps: ReturnType<typeof buildDeps>): Promise<void> {
+  try {
+    assertOpensSealed(deps.secrets, await new EnvironmentsRepository(deps.db).anySealedSecret());
+  } catch (err) {
+    await deps.storage.close();
+    throw err;
+  }
+}
 
 async function run(command: string, rest: string[], config: ReturnType<typeof loadConfig>): Promise<number> {
   switch (command) {
@@ -126,8 +145,7 @@ async function run(command: string, rest: string[], config: ReturnType<typeof lo
     }
     case 'init': {
       const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean' }, name: { type: 'string' } } });
-      const deps = buildDeps(config);
-      await deps.storage.migrate();
+      const deps = await migratedDeps(config);
       // Secure mode: an in-app feed is read only with the user hash the customer's server computes.
       const created = await createAccountWithEnvironment(deps, { name: values.name ?? 'Account', secureMode: true });
       await deps.storage.close();
@@ -154,8 +172,7 @@ async function run(command: string, rest: string[], config: ReturnType<typeof lo
       if (!values.account) throw new ConfigError('token needs --account <accountId>');
       const ttl = values.ttl ? Number(values.ttl) : 3600;
       if (!Number.isInteger(ttl) || ttl <= 0) throw new ConfigError('--ttl must be a positive number of seconds');
-      const deps = buildDeps(config);
-      await deps.storage.migrate();
+      const deps = await migratedDeps(config);
       const account = await new AccountsRepository(deps.db).find(values.account);
       await deps.storage.close();
       if (!account) throw new ConfigError(`no account ${values.account}`);
@@ -217,6 +234,7 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
   await deps.storage.migrate();
+  await checkSecretKey(deps);
   const created = await bootstrapIfEmpty(deps);
   if (created) {
     bannerDue = () => {

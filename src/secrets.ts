@@ -51,19 +51,46 @@ export function randomToken(bytes: number): string {
   return randomBytes(bytes).toString('base64url');
 }
 
-/** A root key as configured: hex (64+ digits) or base64. */
+/** The server's secret key cannot be used: printed as one line by the CLI, exit 1. */
+export class SecretKeyProblem extends Error {}
+
+const HEX = /^[0-9a-fA-F]+$/;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
+
+/**
+ * A root key as configured: hex (64+ digits) or base64 / base64url of 32+ bytes. Anything
+ * else throws, rather than being read leniently: a key file cut by one character used to be
+ * read as 47 bytes of base64 and seal nothing the stored secrets were sealed with.
+ */
 export function parseKey(raw: string): Buffer {
   const trimmed = raw.trim();
-  if (/^[0-9a-fA-F]{64,}$/.test(trimmed)) return Buffer.from(trimmed, 'hex');
-  return Buffer.from(trimmed, 'base64');
+  if (trimmed === '') throw new Error('it is empty');
+  let key: Buffer;
+  // Hex digits only is hex, whatever the length: base64 of 32 random bytes has other letters.
+  if (HEX.test(trimmed)) {
+    if (trimmed.length % 2 !== 0) throw new Error(`${trimmed.length} hex digits, an odd number`);
+    key = Buffer.from(trimmed, 'hex');
+  } else if (BASE64.test(trimmed) || BASE64URL.test(trimmed)) key = Buffer.from(trimmed, 'base64');
+  else throw new Error('neither hex nor base64');
+  if (key.length < 32) throw new Error(`${key.length} bytes, fewer than 32`);
+  return key;
 }
 
 /** The configured root key, or the one kept in `<dataDir>/secret.key` (created 0600 on first use). */
 export function loadRootKey(configured: string | undefined, dataDir: string): Buffer {
   if (configured) return parseKey(configured);
   const file = path.join(dataDir, 'secret.key');
+  const read = () => {
+    try {
+      return parseKey(fs.readFileSync(file, 'utf8'));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code) throw err;
+      throw new SecretKeyProblem(`${file} is not a usable key (${(err as Error).message}): restore the file this database was created with, or set CLARION_SECRET_KEY to that key`);
+    }
+  };
   try {
-    return parseKey(fs.readFileSync(file, 'utf8'));
+    return read();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
@@ -74,7 +101,24 @@ export function loadRootKey(configured: string | undefined, dataDir: string): Bu
     return key;
   } catch (err) {
     // Another process created it first: use theirs.
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return parseKey(fs.readFileSync(file, 'utf8'));
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return read();
     throw err;
+  }
+}
+
+/**
+ * Refuses a root key that does not open what the database holds sealed (a sample: one
+ * environment's client secret). A secret.key lost or replaced, the server would start and
+ * accept sends that then fail at delivery ("unable to authenticate data") and answer 500 on
+ * the routes that read secrets.
+ */
+export function assertOpensSealed(secrets: Secrets, sealedSample: string | undefined): void {
+  if (sealedSample === undefined) return;
+  try {
+    secrets.decrypt(sealedSample);
+  } catch {
+    throw new SecretKeyProblem(
+      'the server secret key (CLARION_SECRET_KEY, else secret.key in the data directory) does not open the secrets stored in this database: restore the key it was created with',
+    );
   }
 }

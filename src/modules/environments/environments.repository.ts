@@ -30,6 +30,11 @@ export class EnvironmentsRepository {
   }
 
   /** Credential lookup (Basic auth, in-app clients): the clientId is what identifies the account. */
+  /** One environment's sealed client secret, any (none in an empty database): checks the server key opens it. */
+  async anySealedSecret(): Promise<string | undefined> {
+    return (await this.db.selectFrom('environments').select('client_secret_enc').limit(1).executeTakeFirst())?.client_secret_enc;
+  }
+
   findForAuthentication(clientId: string): Promise<EnvironmentRow | undefined> {
     return this.db.selectFrom('environments').selectAll().where('client_id', '=', clientId).executeTakeFirst();
   }
