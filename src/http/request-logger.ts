@@ -76,14 +76,22 @@ class LazyChildLogger {
 }
 
 /** Query parameters whose values are credentials (in-app user hashes, tokens, signatures, OAuth codes). */
-const CREDENTIAL_PARAM = /hash|token|secret|key|sig|password|passwd|credential|auth|session|^code$/i;
+const CREDENTIAL_PARAM = /hash|token|secret|key|sig|password|passwd|credential|auth|session|^code$|^state$/i;
+/**
+ * Paths whose last segment is a capability: the signed token of an email open, a tracked click
+ * or a one-click unsubscribe (modules/engagement). Whoever reads the logs must not be able to
+ * replay them, e.g. unsubscribe any tenant's users.
+ */
+const TOKEN_PATH = /^(\/(?:e\/open|e\/click|unsubscribe)\/)[^/?#]+/;
 
 /**
- * The request URL with the values of credential-bearing query parameters replaced, for logs:
- * the in-app websocket and REST clients carry `userIdHash` in the query string. URLs without a
- * query string (most requests) are returned as they are.
+ * The request URL with the values of credential-bearing query parameters and the token of a
+ * capability path replaced, for logs: the in-app websocket and REST clients carry `userIdHash`
+ * in the query string, Slack's OAuth callback its `state`. Other URLs without a query string
+ * (most requests) are returned as they are.
  */
 export function redactUrl(url: string): string {
+  if (url.startsWith('/e/') || url.startsWith('/unsubscribe/')) url = url.replace(TOKEN_PATH, '$1[REDACTED]');
   const q = url.indexOf('?');
   if (q === -1) return url;
   const params = url.slice(q + 1).split('&');

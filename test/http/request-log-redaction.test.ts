@@ -144,6 +144,13 @@ describe('redactUrl', () => {
     ['/x?key=k&secret=s&signature=g&access_token=t&code=c&apiKey=a', '/x?key=[REDACTED]&secret=[REDACTED]&signature=[REDACTED]&access_token=[REDACTED]&code=[REDACTED]&apiKey=[REDACTED]'],
     ['/x?userIdHash', '/x?userIdHash'],
     ['/x?%E0%A4%A=1&token=2', '/x?%E0%A4%A=1&token=[REDACTED]'],
+    // Capabilities in the path (engagement tokens) and Slack's OAuth state.
+    ['/unsubscribe/WyJ1IiwiZSJd.I41Cn5ad-qLHPs_vC9K_uA', '/unsubscribe/[REDACTED]'],
+    ['/e/open/T0k3n', '/e/open/[REDACTED]'],
+    ['/e/click/T0k3n?token=t', '/e/click/[REDACTED]?token=[REDACTED]'],
+    ['/slack/oauth/callback?code=c&state=eyJ4In0', '/slack/oauth/callback?code=[REDACTED]&state=[REDACTED]'],
+    ['/e/other/x', '/e/other/x'],
+    ['/unsubscribe/', '/unsubscribe/'],
   ])('%s -> %s', (url, expected) => {
     expect(redactUrl(url)).toBe(expected);
   });
