@@ -181,7 +181,9 @@ export async function resolvePublicAddress(
   }
   for (const { address } of addresses) {
     const reason = blockedReason(address, options.allowPrivateNetworks, options.allowAddresses);
-    if (reason) throw new SafeFetchError('ADDRESS_BLOCKED', `${bare} resolves to ${address}, a ${reason}; refusing to connect.`);
+    // A name's address is not echoed: the message reaches the caller (a 400, an attempt's error),
+    // and would let any API key read what internal names resolve to.
+    if (reason) throw new SafeFetchError('ADDRESS_BLOCKED', isIP(bare) ? `${bare} is a ${reason}; refusing to connect.` : `${bare} resolves to a ${reason}; refusing to connect.`);
   }
   const first = addresses[0];
   return { address: first.address, family: first.family === 6 ? 6 : 4 };
