@@ -65,6 +65,17 @@ describe.each(STORAGE_KINDS)('send intake under concurrency (%s)', (kind) => {
     expect((await user('full-user')).properties).toEqual(properties);
   });
 
+  it('gives concurrent sends with one Idempotency-Key the same refusal when the send is refused, not a 409', async () => {
+    const properties = Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`p${i}`, 'v'.repeat(240)]));
+    expect((await t.app.inject({ method: 'POST', url: '/users/full-idem', headers: t.auth, payload: { properties } })).statusCode).toBe(200);
+    const body = { type: 'intake_idem_refused', to: { id: 'full-idem', properties: { extra: 'x'.repeat(200) } }, inapp: { title: 'b' } };
+    const answers = await Promise.all(Array.from({ length: 20 }, () => send(body, { 'idempotency-key': 'refused-key' })));
+    expect(answers.map((a) => `${a.statusCode} ${a.json().error?.code}`)).toEqual(Array(20).fill('400 PROPERTY_LIMIT_EXCEEDED'));
+    // A refusal is not remembered: the key sends once the user is fixed.
+    expect((await t.app.inject({ method: 'POST', url: '/users/full-idem', headers: t.auth, payload: { properties: { p0: null } } })).statusCode).toBe(200);
+    expect((await send(body, { 'idempotency-key': 'refused-key' })).statusCode).toBe(200);
+  });
+
   it('upserts the recipient: creates it once, updates provided fields, and leaves an unchanged user as it was', async () => {
     const answers = await Promise.all(
       Array.from({ length: 10 }, () => send({ type: 'intake_user', to: { id: 'fresh', email: 'fresh@example.com' }, inapp: { title: 'x' } })),

@@ -164,12 +164,10 @@ export class SendIntake {
     const outcomes = new Array<IntakeOutcome | undefined>(units.length);
     const idempotency = new IdempotencyRepository(trx);
     const keyed = units.filter((u) => u.idempotency !== null).map((u) => u.idempotency!);
-    if (keyed.length > 0) {
-      const claimed = await idempotency.claimMany(keyed);
-      units.forEach((unit, i) => {
-        if (unit.idempotency && !claimed.has(unit.idempotency.tracking_id)) outcomes[i] = REPLAY;
-      });
-    }
+    const claimed = keyed.length > 0 ? await idempotency.claimMany(keyed) : new Set<string>();
+    units.forEach((unit, i) => {
+      if (unit.idempotency && !claimed.has(unit.idempotency.tracking_id)) outcomes[i] = REPLAY;
+    });
 
     const users = await this.readUsers(trx, keyed.length > 0 ? units.filter((_, i) => outcomes[i] === undefined) : units);
     await this.readCounts(usage, tallies, fromLastCounts);
@@ -204,6 +202,7 @@ export class SendIntake {
       outcomes[i] = OK;
     });
 
+    if (released.length > 0) shareRefusals(units, outcomes, claimed);
     await idempotency.releaseMany(released);
     await this.writeUsers(trx, users);
     await new TypesRepository(trx).insertManyIfMissing([...types.values()]);
@@ -343,4 +342,19 @@ function tallyOf(units: IntakeUnit[]): Tally[] {
     } else tallies.push({ accountId, cycleStart: usage.cycleStart, cap: usage.cap, units: 1, minCap: usage.cap, used: 0, fromLastCount: false, counted: 0 });
   }
   return tallies;
+}
+
+/**
+ * A send refused in this batch (400, 402) lets its Idempotency-Key go: a refusal is not
+ * remembered. Units of the same batch that waited on that key with the same body get the same
+ * refusal, as a replay of it would have been; left waiting, they would find no answer to replay
+ * and answer 409 (20 concurrent identical sends: 2 refusals, 18 conflicts).
+ */
+function shareRefusals(units: IntakeUnit[], outcomes: (IntakeOutcome | undefined)[], claimed: Set<string>): void {
+  units.forEach((unit, i) => {
+    const key = unit.idempotency;
+    if (outcomes[i] !== REPLAY || !key) return;
+    const holder = units.findIndex((other) => other.idempotency !== null && claimed.has(other.idempotency.tracking_id) && other.idempotency.env_id === key.env_id && other.idempotency.key === key.key);
+    if (holder >= 0 && outcomes[holder] !== OK && units[holder].idempotency!.request_hash === key.request_hash) outcomes[i] = outcomes[holder];
+  });
 }

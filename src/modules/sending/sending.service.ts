@@ -137,6 +137,9 @@ const INTAKE = {
   postgres: { maxBatch: 64, overlap: { writers: 2, minUnits: 8 } },
 } as const;
 
+/** Times a send whose Idempotency-Key was let go by a refused request goes again before a 409. */
+const MAX_RESUBMITS = 3;
+
 export class SendingService {
   private readonly batcher: Batcher<IntakeUnit, IntakeResult>;
   private readonly accounts = new Map<string, { row: AccountRow; until: number; cycle?: { day: number; start: string } }>();
@@ -211,7 +214,7 @@ export class SendingService {
     const response: SendResponse = { trackingId, messages };
     const receivedAt = this.isoTime(now);
     const typeKnown = (this.knownTypes.get(ctx.envId)?.get(send.type) ?? 0) > now.getTime();
-    const outcome = await this.batcher.submit({
+    const unit: IntakeUnit = {
       accountId: ctx.accountId,
       envId: ctx.envId,
       now: receivedAt,
@@ -244,11 +247,15 @@ export class SendingService {
         received_at: receivedAt,
         scheduled_for: runAt?.toISOString() ?? null,
       }),
-    });
-    if (outcome === 'replay') {
+    };
+    let outcome = await this.batcher.submit(unit);
+    for (let resubmitted = 0; outcome === 'replay'; resubmitted++) {
       const replay = await this.replay(ctx.envId, ctx.idempotencyKey!, requestHash!, now, request);
       if (replay) return replay;
-      throw new AppError('CONFLICT', 'This Idempotency-Key is being used by a send that did not complete.', 'Retry the request.');
+      if (resubmitted === MAX_RESUBMITS) throw new AppError('CONFLICT', 'This Idempotency-Key is being used by a send that did not complete.', 'Retry the request.');
+      // The request that held the key was refused (a 400 or 402 is not remembered) and let it go:
+      // this one goes again and gets its own answer, as if it had come first.
+      outcome = await this.batcher.submit(unit);
     }
     if (outcome === 'cap') {
       throw new AppError(
