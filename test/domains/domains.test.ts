@@ -6,6 +6,7 @@ import { createPublicKey } from 'node:crypto';
 import nodemailer from 'nodemailer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InboundSmtpServer } from '../../src/modules/addresses/inbound-smtp.js';
+import { DomainsRepository } from '../../src/modules/domains/domains.repository.js';
 import { type TestContext, ManualClock, createTestContext } from '../helpers/context.js';
 import { type DnsTestServer, startDnsServer } from '../helpers/dns-server.js';
 import { expectErrorBody } from '../helpers/error-body.js';
@@ -170,6 +171,21 @@ describe.each(STORAGE_KINDS)('sender domains (%s)', (kind) => {
     const basic = { authorization: `Basic ${Buffer.from(`${t.account.clientId}:${t.account.clientSecret}`).toString('base64')}` };
     expect((await call('GET', '/domains', undefined, basic)).statusCode).toBe(200);
     expect((await call('POST', '/domains', { sender: 'x.example.org' }, basic)).statusCode).toBe(403);
+  });
+
+  it('holds the limit of 100 domains against concurrent adds', async () => {
+    const full = await t.newAccount('Full');
+    const auth = { authorization: `Bearer ${full.apiKey}` };
+    // 99 rows written directly: a key generation per add would make the test minutes long.
+    const repo = new DomainsRepository(t.deps.db);
+    const now = clock.now().toISOString();
+    for (let i = 0; i < 99; i++) {
+      await repo.insert({ account_id: full.accountId, domain: `d${i}.seeded.test`, selector: 's', dkim_public_key: 'k', dkim_private_key_enc: 'x', verification_token: 't', status: 'NOT_STARTED', mail_from_status: 'PENDING', record_status: '{}', verified_at: null, last_sync: now, next_check_at: '9999-01-01T00:00:00.000Z', created_at: now, updated_at: now });
+    }
+    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => call('POST', '/domains', { sender: `over${i}.example.test` }, auth)));
+    expect(answers.map((a) => a.statusCode).sort()).toEqual([200, 400, 400, 400, 400, 400]);
+    for (const refused of answers.filter((a) => a.statusCode === 400)) expectError(refused, 400, 'VALIDATION_FAILED', /100 sender domains, the most it may have/);
+    expect(await repo.list(full.accountId)).toHaveLength(100);
   });
 
   it('another account never sees, verifies, deletes nor sends from the domain', async () => {

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, PostgresAdapter } from 'kysely';
 import type { CoreTables } from '../../storage/schema.js';
 import type { DomainTables, SenderDomainRow, SenderDomainsTable } from './domains.tables.js';
 
@@ -19,6 +19,23 @@ export class DomainsRepository {
 
   find(accountId: string, domain: string): Promise<SenderDomainRow | undefined> {
     return this.db.selectFrom('sender_domains').selectAll().where('account_id', '=', accountId).where('domain', '=', domain).executeTakeFirst();
+  }
+
+  /**
+   * Inserts the domain unless the account already has `max`: the count and the insert in one
+   * transaction, with the account's row locked on PostgreSQL (SQLite serializes writers), so
+   * concurrent adds cannot pass the limit together. False when at the limit.
+   */
+  async insertUnderLimit(row: SenderDomainsTable, max: number): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      if (trx.getExecutor().adapter instanceof PostgresAdapter) {
+        await trx.selectFrom('accounts').select('id').where('id', '=', row.account_id).forUpdate().execute();
+      }
+      const { n } = await trx.selectFrom('sender_domains').select((eb) => eb.fn.countAll<number>().as('n')).where('account_id', '=', row.account_id).executeTakeFirstOrThrow();
+      if (Number(n) >= max) return false;
+      await trx.insertInto('sender_domains').values(row).execute();
+      return true;
+    });
   }
 
   async insert(row: SenderDomainsTable): Promise<void> {

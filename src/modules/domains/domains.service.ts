@@ -64,6 +64,8 @@ const CHECK_CONCURRENCY = 8;
 /** A DNS name of two labels or more, lower case ASCII (IDNA applied first). */
 export const DOMAIN_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/;
 
+const tooManyDomains = () => invalid(`This account has ${MAX_DOMAINS} sender domains, the most it may have.`, 'Delete a domain you no longer send from (DELETE /domains/{sender}).');
+
 /**
  * Sender domains of an account (the pingram SDK's DomainsApi). A domain belongs to the account:
  * every environment sends from it. Adding one makes an RSA-2048 DKIM key pair (the private key
@@ -88,9 +90,8 @@ export class DomainsService {
     const domain = senderDomain(sender);
     let row = await this.repo.find(accountId, domain);
     if (!row) {
-      if ((await this.repo.list(accountId)).length >= MAX_DOMAINS) {
-        throw invalid(`This account has ${MAX_DOMAINS} sender domains, the most it may have.`, 'Delete a domain you no longer send from (DELETE /domains/{sender}).');
-      }
+      // Checked first to spare a key generation, and again where the row is written (a concurrent add).
+      if ((await this.repo.list(accountId)).length >= MAX_DOMAINS) throw tooManyDomains();
       row = await this.create(accountId, domain);
     }
     await this.check(row);
@@ -193,7 +194,7 @@ export class DomainsService {
       updated_at: now,
     };
     try {
-      await this.repo.insert(row);
+      if (!(await this.repo.insertUnderLimit(row, MAX_DOMAINS))) throw tooManyDomains();
       return row;
     } catch (err) {
       // Added by a concurrent request: theirs stands.
