@@ -17,3 +17,14 @@ export function characterCount(text: string): number {
   }
   return count;
 }
+
+/**
+ * Text as both engines can store it: U+0000 becomes U+FFFD. PostgreSQL's text and jsonb refuse
+ * the NUL character (22021, or "unsupported Unicode escape sequence" for `\u0000` in jsonb), so
+ * text from outside (a reply's headers, an endpoint's answer) holding one failed every write of
+ * it there, and a retry could never succeed; SQLite keeps the same replacement so both answer
+ * alike.
+ */
+export function storableText(text: string): string {
+  return text.includes('\0') ? text.replaceAll('\0', '\uFFFD') : text;
+}

@@ -160,6 +160,31 @@ describe.each(STORAGE_KINDS)('inbound email over SMTP (%s)', (kind) => {
     expect(second.emails[0].id).not.toBe(emails[0].id);
   });
 
+  it('stores a reply whose headers and text hold a NUL character, with U+FFFD in its place (PostgreSQL cannot store NUL)', async () => {
+    const { trackingId } = (await call('POST', '/send', { type: 'nul', to: { id: 'nul', email: 'nul@example.com' }, email: { subject: 'Nul', html: '<p>n</p>' } })).json();
+    const outbound = await eventually(async () => (await log(trackingId))?.email_sent_message_id as string | undefined, 15_000, 'email_sent_message_id');
+    const raw = [
+      'From: nul@example.com',
+      `To: support@${DOMAIN}`,
+      'Subject: Re: N\0ul',
+      'Message-ID: <nul\0id@example.com>',
+      `In-Reply-To: ${outbound}`,
+      `References: <older\0ref@example.com> ${outbound}`,
+      '',
+      'body with a \0 in it',
+      '',
+    ].join('\r\n');
+    const info = await mta.sendMail({ envelope: { from: 'nul@example.com', to: [`support@${DOMAIN}`] }, raw });
+    expect(info.response).toMatch(/^250 /);
+    expect(await log(trackingId)).toMatchObject({
+      email_inbound_subject: 'Re: N\uFFFDul',
+      email_inbound_message_id: '<nul\uFFFDid@example.com>',
+      email_inbound_references: `<older\uFFFDref@example.com> ${outbound}`,
+      email_inbound_body_text: expect.stringContaining('with a \uFFFD in it'),
+      email_inbound_resolution_type: 'in_reply_to',
+    });
+  });
+
   it('refuses unknown recipients at RCPT with 550', async () => {
     const before = await inboundCount();
     const err = await mta.sendMail({ from: 'x@example.com', to: `nobody@${DOMAIN}`, subject: 's', text: 't' }).then(() => null, (e: Error & { responseCode?: number; response?: string }) => e);

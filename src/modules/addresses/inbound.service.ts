@@ -8,6 +8,7 @@ import type { UnsubscribeToken } from '../engagement/tokens.js';
 import type { NewWebhookEvent, WebhookOutbox } from '../webhooks/outbox.js';
 import { AddressesRepository, type RepliedDelivery } from './addresses.repository.js';
 import type { EmailAddressRow, InboundEmailRow } from './addresses.tables.js';
+import { storableText } from '../../characters.js';
 
 /** Text and HTML bodies are kept up to this many characters each in the log fields, the inbound record and the event. */
 export const INBOUND_BODY_MAX_CHARS = 256 * 1024;
@@ -117,6 +118,7 @@ export class InboundMailService {
     // with an originator (3.6: From is required).
     if (parsed.headerLines.length === 0) throw new InboundRefusal(550, '5.6.0 Malformed message: no header section (RFC 5322)');
     const from = addressesOf(parsed.from).find((a) => a.address);
+    const messageId = parsed.messageId === undefined ? undefined : storableText(parsed.messageId);
     if (!from?.address) throw new InboundRefusal(550, '5.6.0 Malformed message: no From address (RFC 5322 3.6.2)');
 
     for (const r of recipients) if (r.kind === 'unsubscribe') await this.unsubscribes.unsubscribeByMail(r.target, client);
@@ -124,8 +126,8 @@ export class InboundMailService {
     if (addresses.length === 0) return [];
 
     const now = this.deps.clock.now().toISOString();
-    const references = (Array.isArray(parsed.references) ? parsed.references : parsed.references ? parsed.references.split(/\s+/) : []).filter(Boolean);
-    const inReplyTo = parsed.inReplyTo?.trim() || undefined;
+    const references = (Array.isArray(parsed.references) ? parsed.references : parsed.references ? parsed.references.split(/\s+/) : []).filter(Boolean).map(storableText);
+    const inReplyTo = parsed.inReplyTo?.trim() ? storableText(parsed.inReplyTo.trim()) : undefined;
     const attachments: AttachmentMeta[] = parsed.attachments.map((a) => ({ filename: a.filename ?? null, contentType: a.contentType, size: a.size }));
     const common: Record<string, unknown> = {
       email_inbound_at: now,
@@ -141,11 +143,14 @@ export class InboundMailService {
       email_inbound_has_attachments: attachments.length > 0,
       email_inbound_attachment_count: attachments.length,
       ...(attachments.length ? { email_inbound_attachments: attachments } : {}),
-      email_inbound_message_id: parsed.messageId,
+      email_inbound_message_id: messageId,
       email_inbound_in_reply_to: inReplyTo,
       email_inbound_references: references.length ? references.join(' ') : undefined,
     };
-    for (const key of Object.keys(common)) if (common[key] === undefined) delete common[key];
+    for (const key of Object.keys(common)) {
+      if (common[key] === undefined) delete common[key];
+      else common[key] = storable(common[key]);
+    }
     // The ids a reply names, most specific first: In-Reply-To, then References newest first.
     const named = [...new Set([inReplyTo, ...references.slice().reverse()].filter((id): id is string => !!id).map(bare))];
 
@@ -172,7 +177,7 @@ export class InboundMailService {
           address: address.full_address,
           tracking_id: replied?.tracking_id ?? null,
           delivery_id: replied?.id ?? null,
-          message_id: parsed.messageId ?? null,
+          message_id: messageId ?? null,
           fields: JSON.stringify(fields),
           received_at: now,
         };
@@ -216,3 +221,12 @@ export function inboundView(row: InboundEmailRow): InboundEmailView {
     fields: JSON.parse(row.fields) as Record<string, unknown>,
   };
 }
+
+/** A parsed field with every string in it storable (storableText): the mail's text is the sender's. */
+function storable(value: unknown): unknown {
+  if (typeof value === 'string') return storableText(value);
+  if (Array.isArray(value)) return value.map(storable);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, storable(v)]));
+  return value;
+}
+
