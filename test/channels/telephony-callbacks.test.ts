@@ -122,6 +122,15 @@ describe.each(STORAGE_KINDS)('telephony with Twilio configured: REST, retries an
     expect(record.sms_failed_internal).toContain('21614');
   });
 
+  it("puts a carrier's text to the shared number on the last send to that user from it, whatever Clarion* parameters it carries", async () => {
+    const trackingId = await send({ type: 'otp', to: { id: 'frank', number: '+14155550128' }, sms: { message: 'hi' } });
+    expect((await settled(trackingId, 'sms_sent_at')).sms_sent_from).toBe(FROM);
+    // Only the development carrier's simulated texts name an account and environment; with Twilio they are ignored.
+    const params = { MessageSid: 'SMshared', From: '+14155550128', To: FROM, Body: 'hello back', AccountSid: peer.accountSid, ClarionAccountId: 'another-account', ClarionEnvironmentId: 'another-env' };
+    expect((await callback('/telephony/twilio/inbound', params, peer.authToken)).status).toBe(200);
+    expect(await log(trackingId)).toMatchObject({ sms_inbound_text: 'hello back', sms_inbound_from: '+14155550128' });
+  });
+
   it('verifies the inbound webhook and registers only numbers of the Twilio account', async () => {
     const params = { MessageSid: 'SMinbound', From: '+14155550123', To: FROM, Body: 'STOP', AccountSid: peer.accountSid };
     expect((await callback('/telephony/twilio/inbound', params, 'wrong')).status).toBe(403);

@@ -135,20 +135,19 @@ describe.each(STORAGE_KINDS)('in-app client @notificationapi/core: identify, use
     });
   });
 
-  it("falls back to the environment's bot token; no token at all, or Slack refusing, is said in the Error body", async () => {
+  it("never lists with the environment's bot token for the user: without a token of their own they are told to connect Slack; Slack refusing is said in the Error body", async () => {
     const client = NotificationAPIClientSDK.init({ clientId: t.account.clientId, userId: 'bob', host });
     await client.identify({ email: 'bob@example.com' });
     const none = (await client.slack.getChannels()) as unknown as Listing;
-    expect(none.error).toMatchObject({ code: 'NOT_FOUND', message: expect.stringContaining('PUT /settings/slack') as unknown });
+    expect(none.error).toMatchObject({ code: 'NOT_FOUND', message: expect.stringContaining('has not connected Slack') as unknown });
 
     expect((await t.app.inject({ method: 'PUT', url: '/settings/slack', headers: t.auth, payload: { botToken: ENV_TOKEN } })).statusCode).toBe(200);
     slack.reset();
-    const listing = (await client.slack.getChannels()) as unknown as Listing;
-    expect(listing.channels).toHaveLength(4);
-    // Without an installing user, `me` is the token's own user (auth.test).
-    expect(listing.me).toMatchObject({ id: 'UBOT' });
-    expect(new Set(slack.calls.map((c) => c.token))).toEqual(new Set([ENV_TOKEN]));
+    const still = (await client.slack.getChannels()) as unknown as Listing;
+    expect(still.error).toEqual(none.error);
+    expect(slack.calls).toEqual([]);
 
+    await client.identify({ id: 'bob', slackToken: { ok: true, access_token: BOT_TOKEN } });
     slack.fail('conversations.list', { error: 'missing_scope' });
     const refused = (await client.slack.getChannels()) as unknown as Listing;
     expect(refused.error).toMatchObject({ code: 'PROVIDER_ERROR', message: expect.stringContaining('missing_scope') as unknown });

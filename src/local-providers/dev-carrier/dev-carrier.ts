@@ -5,6 +5,7 @@ import { spokenText } from '../../channels/telephony/twiml.js';
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
 import { safeEqual } from '../../secrets.js';
+import { DEV_CARRIER_SCOPE } from '../../modules/telephony/callbacks.service.js';
 import type { NumbersService } from '../../modules/telephony/numbers.service.js';
 import type { DevCarrierRow, TelephonyRepository } from '../../modules/telephony/telephony.repository.js';
 import { normalizePhoneNumber } from '../../modules/users/users.validation.js';
@@ -232,7 +233,8 @@ export class DevCarrier {
     const from = normalizePhoneNumber(input.from, 'from');
     const to = input.to ? normalizePhoneNumber(input.to, 'to') : await this.numbers.defaultNumber(scope.accountId);
     if (!to) throw invalid('The account has no number to text.', 'Register one with POST /numbers/order.');
-    if (to !== this.deps.config.defaultSmsFrom && !(await this.numbers.owns(scope.accountId, to))) {
+    const ours = await this.numbers.owns(scope.accountId, to);
+    if (!ours && to !== this.deps.config.defaultSmsFrom) {
       throw invalid(`${to} is not a number of this account.`, 'GET /numbers/list shows the numbers a user can text.');
     }
     const now = this.now();
@@ -270,6 +272,9 @@ export class DevCarrier {
       NumSegments: String(row.segments),
       SmsStatus: 'received',
       ApiVersion: '2010-04-01',
+      // The shared number is every account's sender: a text simulated to it acts only in the
+      // caller's account and environment, never on another account's user of that number.
+      ...(ours ? {} : { [DEV_CARRIER_SCOPE.accountId]: scope.accountId, [DEV_CARRIER_SCOPE.envId]: scope.envId }),
     };
     media.forEach((url, i) => {
       params[`MediaUrl${i}`] = url;

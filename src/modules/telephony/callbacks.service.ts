@@ -6,6 +6,7 @@ import { readableTwilioCode } from '../../channels/telephony/twilio-errors.js';
 import type { Deps } from '../../deps.js';
 import { AppError } from '../../errors.js';
 import { UsersService } from '../users/users.service.js';
+import type { Suppressions } from '../users/users.types.js';
 import type { WebhookEventType } from '../webhooks/events.js';
 import type { NewWebhookEvent, WebhookOutbox } from '../webhooks/outbox.js';
 import { normalizePhoneNumber } from '../users/users.validation.js';
@@ -14,6 +15,19 @@ import { TelephonyRepository } from './telephony.repository.js';
 /** Carrier keywords (Twilio's default opt-out / opt-in lists). */
 export const STOP_KEYWORDS = new Set(['STOP', 'STOPALL', 'UNSUBSCRIBE', 'CANCEL', 'END', 'QUIT']);
 export const START_KEYWORDS = new Set(['START', 'YES', 'UNSTOP']);
+
+/**
+ * Form parameters the development carrier adds to a text it simulates to the shared number (no
+ * account's): the account and environment that simulated it, so it acts only there. Covered by
+ * the carrier's X-Twilio-Signature like every other parameter.
+ */
+export const DEV_CARRIER_SCOPE = { accountId: 'ClarionAccountId', envId: 'ClarionEnvironmentId' } as const;
+
+/** Whether a user's stored suppressions (JSON text) include SMS. */
+function smsSuppressed(suppressions: string | null): boolean {
+  if (!suppressions) return false;
+  return (JSON.parse(suppressions) as Suppressions).SMS !== undefined;
+}
 
 const CALL_FAILURES: Record<string, string> = { busy: 'BUSY', 'no-answer': 'NO_ANSWER', failed: 'FAILED', canceled: 'CANCELED' };
 
@@ -132,15 +146,22 @@ export class TelephonyCallbacks {
    * every text, SMS_UNSUBSCRIBE / SMS_SUBSCRIBE per user for STOP / START) through the outbox.
    * Without such a send there is no environment to record anything in: the text is logged and
    * dropped (the carrier itself blocks the pair after a STOP). Otherwise the send's auto-reply
-   * goes out once. Answers TwiML (empty: replies go through the REST API, so they are logged).
+   * goes out once, unless the number is suppressed for SMS (decided in that transaction). Answers
+   * TwiML (empty: replies go through the REST API, so they are logged).
+   *
+   * Which send: the last one from that number to the user, within the number's account. For the
+   * shared number (CLARION_DEFAULT_SMS_FROM, no account's) that is the last send from it by any
+   * account, which is all a carrier's text says. The development carrier's simulated texts name
+   * the account and environment that simulated them (DEV_CARRIER_SCOPE), and act only there.
    */
   async inbound(params: FormParams): Promise<void> {
     const from = e164(field(params, 'From'));
     const to = e164(field(params, 'To'));
     const text = field(params, 'Body') ?? '';
     if (!from || !to) return;
-    const owner = await this.repo.findNumber(to);
-    const last = await this.repo.lastSmsSend(from, to, owner?.account_id);
+    const simulated = this.simulatedScope(params);
+    const owner = simulated ? undefined : await this.repo.findNumber(to);
+    const last = await this.repo.lastSmsSend(from, to, simulated?.accountId ?? owner?.account_id, simulated?.envId);
     const keyword = text.trim().replace(/[.!]+$/, '').toUpperCase();
     const optOut = STOP_KEYWORDS.has(keyword) ? 'stop' : START_KEYWORDS.has(keyword) ? 'start' : null;
     if (!last) {
@@ -166,12 +187,13 @@ export class TelephonyCallbacks {
       type,
       payload: { channel: 'SMS', userId, notificationId: last.notification_id ?? '', trackingId: last.tracking_id, occurredAt: now, details: { ...details, ...extra } },
     });
-    await this.deps.ledger.transaction(async (tx) => {
+    const replying = await this.deps.ledger.transaction(async (tx) => {
       await tx.mergeDeliveryDetails(last.delivery_id, { sms_inbound_at: now, sms_inbound_from: from, sms_inbound_text: text }, now);
+      const repo = new TelephonyRepository(tx.db);
       const events = [event('SMS_INBOUND', last.user_id)];
       if (optOut) {
         // Every user of that environment with this number: the person, not one record of them.
-        for (const user of await new TelephonyRepository(tx.db).usersWithNumber(last.account_id, last.env_id, from)) {
+        for (const user of await repo.usersWithNumber(last.account_id, last.env_id, from)) {
           if (optOut === 'stop') {
             await this.users.setSuppression(last.account_id, last.env_id, user.id, 'SMS', { reason: 'Unsubscribed', details: { keyword, from, to, messageSid: messageSid ?? null } }, tx.db);
             events.push(event('SMS_UNSUBSCRIBE', user.id, { keyword, sms_unsubscribed_at: now }));
@@ -182,27 +204,43 @@ export class TelephonyCallbacks {
         }
       }
       await this.outbox.emit(tx.db, events);
+      if (optOut || !last.auto_reply) return false;
+      // Decided here, with the users' rows locked (PostgreSQL; SQLite runs one transaction at a
+      // time): a STOP from this number recorded at the same moment either committed first and its
+      // suppression is seen, or waits for this claim. No reply to a number that opted out.
+      const recipients = await repo.smsRecipients(last.account_id, last.env_id, last.user_id, from, this.deps.storage.dialect === 'postgres');
+      if (recipients.some((r) => smsSuppressed(r.suppressions))) return false;
+      return repo.claimAutoReply(last.delivery_id, now);
     });
-    if (optOut) return;
 
-    if (last.auto_reply && (await this.repo.claimAutoReply(last.delivery_id, now))) {
-      const client = telephonyClient(this.deps);
-      try {
-        if (!client) throw new Error('no telephony provider');
-        const reply = await client.sendMessage({ to: from, from: to, body: last.auto_reply });
-        await this.repo.setReplyMessageId(last.delivery_id, reply.sid);
-      } catch (err) {
-        // Not sent: let the user's next message try again.
-        await this.repo.releaseAutoReply(last.delivery_id);
-        this.deps.logger.warn({ err, trackingId: last.tracking_id }, 'SMS auto-reply failed');
-        return;
-      }
-      const { encoding, segments } = smsEncoding(last.auto_reply);
-      await this.deps.ledger.mergeDeliveryDetails(
-        last.delivery_id,
-        { sms_replied_at: this.deps.clock.now().toISOString(), sms_replied_to: from, sms_replied_text: last.auto_reply, sms_replied_segments: segments, sms_replied_encoding: encoding },
-        now,
-      );
+    if (!replying || !last.auto_reply) return;
+    const client = telephonyClient(this.deps);
+    try {
+      if (!client) throw new Error('no telephony provider');
+      const reply = await client.sendMessage({ to: from, from: to, body: last.auto_reply });
+      await this.repo.setReplyMessageId(last.delivery_id, reply.sid);
+    } catch (err) {
+      // Not sent: let the user's next message try again.
+      await this.repo.releaseAutoReply(last.delivery_id);
+      this.deps.logger.warn({ err, trackingId: last.tracking_id }, 'SMS auto-reply failed');
+      return;
     }
+    const { encoding, segments } = smsEncoding(last.auto_reply);
+    await this.deps.ledger.mergeDeliveryDetails(
+      last.delivery_id,
+      { sms_replied_at: this.deps.clock.now().toISOString(), sms_replied_to: from, sms_replied_text: last.auto_reply, sms_replied_segments: segments, sms_replied_encoding: encoding },
+      now,
+    );
+  }
+
+  /**
+   * The account and environment a development carrier's simulated text names (DEV_CARRIER_SCOPE):
+   * read only when the development carrier is this server's carrier, whose signature covers them.
+   */
+  private simulatedScope(params: FormParams): { accountId: string; envId: string } | undefined {
+    if (!telephonyEndpoint(this.deps)?.dev) return undefined;
+    const accountId = field(params, DEV_CARRIER_SCOPE.accountId);
+    const envId = field(params, DEV_CARRIER_SCOPE.envId);
+    return accountId && envId ? { accountId, envId } : undefined;
   }
 }

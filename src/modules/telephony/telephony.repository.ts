@@ -193,8 +193,8 @@ export class TelephonyRepository {
       .execute();
   }
 
-  /** The last send from `ourNumber` to `userNumber` (optionally within one account). */
-  lastSmsSend(userNumber: string, ourNumber: string, accountId?: string): Promise<LastSmsSend | undefined> {
+  /** The last send from `ourNumber` to `userNumber` (optionally within one account, or one of its environments). */
+  lastSmsSend(userNumber: string, ourNumber: string, accountId?: string, envId?: string): Promise<LastSmsSend | undefined> {
     let q = this.db
       .selectFrom('sms_sends as s')
       // Left join: the send stays the last one even once its message is purged (retention).
@@ -204,6 +204,7 @@ export class TelephonyRepository {
       .where('s.to_number', '=', userNumber)
       .where('s.from_number', '=', ourNumber);
     if (accountId) q = q.where('s.account_id', '=', accountId);
+    if (envId) q = q.where('s.env_id', '=', envId);
     return q.orderBy('s.created_at', 'desc').orderBy('s.delivery_id', 'desc').limit(1).executeTakeFirst();
   }
 
@@ -221,7 +222,10 @@ export class TelephonyRepository {
     await this.db.updateTable('sms_sends').set({ reply_message_id: sid }).where('delivery_id', '=', deliveryId).execute();
   }
 
-  /** Users of one environment with this phone number, for STOP/START. */
+  /**
+   * Users of one environment with this phone number, for STOP/START, in id order (the order
+   * their rows are then locked in, as smsRecipients locks them).
+   */
   usersWithNumber(accountId: string, envId: string, number: string): Promise<{ id: string }[]> {
     return this.db
       .selectFrom('users')
@@ -229,7 +233,25 @@ export class TelephonyRepository {
       .where('account_id', '=', accountId)
       .where('env_id', '=', envId)
       .where('number', '=', number)
+      .orderBy('id')
       .execute();
+  }
+
+  /**
+   * The suppressions (JSON text) of a send's user and of every user of the environment with this
+   * number, before an auto-reply to it. With `lock` (PostgreSQL) their rows are locked in id
+   * order until the transaction ends, so a STOP being recorded for them commits first and is seen.
+   */
+  smsRecipients(accountId: string, envId: string, userId: string, number: string, lock: boolean): Promise<{ id: string; suppressions: string | null }[]> {
+    let q = this.db
+      .selectFrom('users')
+      .select(['id', 'suppressions'])
+      .where('account_id', '=', accountId)
+      .where('env_id', '=', envId)
+      .where((eb) => eb.or([eb('number', '=', number), eb('id', '=', userId)]))
+      .orderBy('id');
+    if (lock) q = q.forUpdate();
+    return q.execute();
   }
 
   // --- local development carrier -------------------------------------------------------------
