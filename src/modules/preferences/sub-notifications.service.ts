@@ -20,13 +20,19 @@ export interface SubNotification {
  * sends and preferences do not require it.
  */
 export class SubNotificationsService {
-  constructor(private readonly deps: Pick<Deps, 'db' | 'clock'>) {}
+  constructor(private readonly deps: Pick<Deps, 'db' | 'clock' | 'storage'>) {}
 
-  /** Creates it, or renames it. The type must exist (404): a sub-notification belongs to one type. */
+  /**
+   * Creates it, or renames it. The type must exist (404): a sub-notification belongs to one type.
+   * The type's row is locked against deletion (PostgreSQL) from the read on, as the foreign key
+   * would lock it at the insert: a DELETE /types in flight is waited for and answered as the 404,
+   * one that comes later waits and takes the sub-notification with the type.
+   */
   async put(scope: EnvScope, notificationId: string, subNotificationId: string, title: string): Promise<SubNotification> {
     const at = this.deps.clock.now().toISOString();
     await this.deps.db.transaction().execute(async (trx) => {
-      const type = await new TypesRepository(trx).find(scope.accountId, scope.envId, notificationId);
+      const types = new TypesRepository(trx, this.deps.storage.dialect === 'postgres');
+      const type = await types.findLockedAgainstDelete(scope.accountId, scope.envId, notificationId);
       if (!type) throw notFound('Notification type', notificationId, 'Create the type first (POST /types), or send it once: sending creates it.');
       await new SubNotificationsRepository(trx).upsert({
         env_id: scope.envId,

@@ -11,12 +11,18 @@ export interface TemplateKey {
   channel: string;
 }
 
-/** Kysely only; every query scoped by account and environment. Construct over a transaction to join it. */
 /** The four columns that name one notification's templates on one channel. */
 const keyFilter = (k: TemplateKey) => ({ account_id: k.accountId, env_id: k.envId, notification_id: k.notificationId, channel: k.channel });
 
+/**
+ * Kysely only; every query scoped by account and environment. Construct over a transaction to join it.
+ * `lockRows`: findForUpdate takes a row lock (PostgreSQL; SQLite serializes writers itself).
+ */
 export class TemplatesRepository {
-  constructor(private readonly db: AnyDb) {}
+  constructor(
+    private readonly db: AnyDb,
+    private readonly lockRows = false,
+  ) {}
 
   private get q() {
     return templatesDb(this.db);
@@ -39,6 +45,17 @@ export class TemplatesRepository {
       .where((eb) => eb.and(keyFilter(k)))
       .where('template_id', '=', templateId)
       .executeTakeFirst();
+  }
+
+  /** find, with the row locked until the transaction ends (when lockRows), for a read-modify-write of its content. */
+  findForUpdate(k: TemplateKey, templateId: string): Promise<TemplateRow | undefined> {
+    let query = this.q
+      .selectFrom('templates')
+      .selectAll()
+      .where((eb) => eb.and(keyFilter(k)))
+      .where('template_id', '=', templateId);
+    if (this.lockRows) query = query.forUpdate();
+    return query.executeTakeFirst();
   }
 
   /** The channels on which the notification has any template (one query for the send pipeline). */

@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
 import { COMPONENT_TAG_EXAMPLE, LiquidRenderer } from '../../rendering/liquid.js';
+import { TypesRepository } from '../types/types.repository.js';
 import { ensureType } from '../types/types.service.js';
 import {
   DELIVERY_MODES,
@@ -11,7 +12,7 @@ import {
   validateContent,
 } from './template-fields.js';
 import { type TemplateDefaultRow, type TemplateKey, type TemplateRow, TemplatesRepository } from './templates.repository.js';
-import { type AnyDb, isForeignKeyViolation } from './templates.tables.js';
+import { type AnyDb, COMPONENT_REF_FK, isForeignKeyViolation, violatedConstraint } from './templates.tables.js';
 
 /** Template record as returned (SDK Template / GetTemplatesResponse): identity, default flags, content. */
 export type TemplateRecord = {
@@ -35,12 +36,24 @@ export interface ResolvedTemplate {
 
 export type TemplateBody = TemplateContent & { templateId: string };
 
+/**
+ * Every write of a notification's templates and defaults (create, update, delete, default
+ * selection) runs in one transaction that first locks the notification type's row (PostgreSQL;
+ * SQLite has one writer): the writes of one type run one at a time, each reading what the one
+ * before committed, so no change is lost, a template deleted meanwhile is a 404, and every
+ * delivery mode keeps exactly one default. Locks are taken in one order, the one a type's
+ * deletion takes too (type, then templates, defaults, component references), so none deadlock.
+ */
 export class TemplatesService {
   constructor(
     private readonly deps: Deps,
     /** Checks the Liquid of what is stored (its parse cache is this service's, or shared by the services object). */
     private readonly renderer = new LiquidRenderer(),
   ) {}
+
+  private get lockRows(): boolean {
+    return this.deps.storage.dialect === 'postgres';
+  }
 
   private key(accountId: string, envId: string, notificationId: string, channel: string): TemplateKey {
     return { accountId, envId, notificationId, channel: parseTemplateChannel(channel) };
@@ -68,9 +81,9 @@ export class TemplatesService {
     if (templateId === 'default-selection') throw invalid('"default-selection" is reserved.', 'Pick another templateId.');
     const { componentIds } = validateContent(this.renderer, k.channel as TemplateChannel, content);
     const now = this.deps.clock.now().toISOString();
-    return this.writing(async (trx) => {
+    return this.writing(k, templateId, async (trx) => {
       const repo = new TemplatesRepository(trx);
-      await ensureType(this.deps, accountId, envId, notificationId, trx);
+      await this.ensureLockedType(trx, k);
       await this.requireComponents(repo, k, componentIds);
       const inserted = await repo.insertIfMissing({
         env_id: envId,
@@ -106,9 +119,10 @@ export class TemplatesService {
   ): Promise<TemplateRecord> {
     const k = this.key(accountId, envId, notificationId, channel);
     validateContent(this.renderer, k.channel as TemplateChannel, patch);
-    return this.writing(async (trx) => {
-      const repo = new TemplatesRepository(trx);
-      const row = await this.findOrThrow(repo, k, templateId);
+    return this.writing(k, templateId, async (trx) => {
+      const repo = new TemplatesRepository(trx, this.lockRows);
+      await this.lockType(trx, k, templateId);
+      const row = templateOrThrow(await repo.findForUpdate(k, templateId), k, templateId);
       const merged = clean({ ...(JSON.parse(row.content) as TemplateContent), ...patch });
       const { componentIds } = validateContent(this.renderer, k.channel as TemplateChannel, merged);
       await this.requireComponents(repo, k, componentIds);
@@ -121,8 +135,9 @@ export class TemplatesService {
   /** Deletes a template; for each mode it was the default of, the oldest remaining template takes over. */
   async delete(accountId: string, envId: string, notificationId: string, channel: string, templateId: string): Promise<void> {
     const k = this.key(accountId, envId, notificationId, channel);
-    await this.writing(async (trx) => {
+    await this.writing(k, templateId, async (trx) => {
       const repo = new TemplatesRepository(trx);
+      await this.lockType(trx, k, templateId);
       await this.findOrThrow(repo, k, templateId);
       const orphaned = (await repo.defaults(k)).filter((d) => d.template_id === templateId).map((d) => d.mode);
       await repo.delete(k, templateId);
@@ -142,8 +157,9 @@ export class TemplatesService {
   ): Promise<TemplateRecord> {
     const k = this.key(accountId, envId, notificationId, channel);
     const chosen = modes && modes.length > 0 ? [...new Set(modes)] : (['instant'] as DeliveryMode[]);
-    return this.writing(async (trx) => {
+    return this.writing(k, templateId, async (trx) => {
       const repo = new TemplatesRepository(trx);
+      await this.lockType(trx, k, templateId);
       await this.findOrThrow(repo, k, templateId);
       await repo.setDefaults(k, templateId, chosen);
       return this.read(repo, k, templateId);
@@ -210,15 +226,28 @@ export class TemplatesService {
   }
 
   private async findOrThrow(repo: TemplatesRepository, k: TemplateKey, templateId: string): Promise<TemplateRow> {
-    const row = await repo.find(k, templateId);
-    if (!row) {
-      throw notFound(
-        `Template`,
-        `${k.notificationId}/${k.channel}/${templateId}`,
-        `List the templates with GET /notifications/${k.notificationId}/${k.channel}/templates.`,
-      );
+    return templateOrThrow(await repo.find(k, templateId), k, templateId);
+  }
+
+  /** Takes the type's write lock (see the class); without the type there is no template: its 404. */
+  private async lockType(trx: AnyDb, k: TemplateKey, templateId: string): Promise<void> {
+    const type = await new TypesRepository(trx, this.lockRows).findLockedForWrite(k.accountId, k.envId, k.notificationId);
+    if (!type) throw templateNotFound(k, templateId);
+  }
+
+  /**
+   * ensureType, then the type's write lock. A type deleted between the two (DELETE /types) is
+   * created again, by this transaction then, as a create on a missing type does.
+   */
+  private async ensureLockedType(trx: AnyDb, k: TemplateKey): Promise<void> {
+    const types = new TypesRepository(trx, this.lockRows);
+    for (let attempt = 1; ; attempt++) {
+      await ensureType(this.deps, k.accountId, k.envId, k.notificationId, trx);
+      if (await types.findLockedForWrite(k.accountId, k.envId, k.notificationId)) return;
+      if (attempt === 3) {
+        throw new AppError('CONFLICT', `Notification type "${k.notificationId}" was deleted while the template was being created.`, 'Send the request again.');
+      }
     }
-    return row;
   }
 
   private async requireComponents(repo: TemplatesRepository, k: TemplateKey, componentIds: string[]): Promise<void> {
@@ -227,15 +256,33 @@ export class TemplatesService {
     if (missing.length > 0) throw unknownComponents(missing);
   }
 
-  /** One transaction per write; a reference to a component deleted concurrently surfaces as the FK violation. */
-  private async writing<T>(fn: (trx: AnyDb) => Promise<T>): Promise<T> {
+  /**
+   * One transaction per write. A component deleted after requireComponents read it surfaces as
+   * the violation of the reference's foreign key (SQLite names no constraint; its one writer can
+   * only meet that one); any other foreign key means the template or its type went meanwhile.
+   */
+  private async writing<T>(k: TemplateKey, templateId: string, fn: (trx: AnyDb) => Promise<T>): Promise<T> {
     try {
       return await this.deps.db.transaction().execute(fn);
     } catch (err) {
-      if (isForeignKeyViolation(err)) throw unknownComponents([]);
-      throw err;
+      if (!isForeignKeyViolation(err)) throw err;
+      const constraint = violatedConstraint(err);
+      throw constraint === undefined || constraint === COMPONENT_REF_FK ? unknownComponents([]) : templateNotFound(k, templateId);
     }
   }
+}
+
+function templateNotFound(k: TemplateKey, templateId: string): AppError {
+  return notFound(
+    `Template`,
+    `${k.notificationId}/${k.channel}/${templateId}`,
+    `List the templates with GET /notifications/${k.notificationId}/${k.channel}/templates.`,
+  );
+}
+
+function templateOrThrow(row: TemplateRow | undefined, k: TemplateKey, templateId: string): TemplateRow {
+  if (!row) throw templateNotFound(k, templateId);
+  return row;
 }
 
 function unknownComponents(ids: string[]): AppError {

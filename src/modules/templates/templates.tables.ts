@@ -75,6 +75,15 @@ export type AnyDb = Kysely<CoreTables>;
 
 export const templatesDb = (db: AnyDb): TemplatesDb => db.withTables<TemplateTables>();
 
+/** The foreign key of a template's component reference to the component (migration 0010). */
+export const COMPONENT_REF_FK = 'component_refs_component_fk';
+
+/** The constraint a PostgreSQL error names; SQLite's errors name none. */
+export function violatedConstraint(err: unknown): string | undefined {
+  const constraint = (err as { constraint?: unknown } | null)?.constraint;
+  return typeof constraint === 'string' ? constraint : undefined;
+}
+
 /** Foreign-key violation on either engine (pg 23503, SQLite SQLITE_CONSTRAINT_FOREIGNKEY). */
 export function isForeignKeyViolation(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;

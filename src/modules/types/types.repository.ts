@@ -3,9 +3,15 @@ import { type AnyDb, type NotificationTypesTable, templatesDb } from '../templat
 
 export type NotificationTypeRow = Selectable<NotificationTypesTable>;
 
-/** Kysely only; every query scoped by account and environment. Pass a transaction to join one. */
+/**
+ * Kysely only; every query scoped by account and environment. Pass a transaction to join one.
+ * `lockRows`: the *Locked reads take a row lock (PostgreSQL; SQLite serializes writers itself).
+ */
 export class TypesRepository {
-  constructor(private readonly db: AnyDb) {}
+  constructor(
+    private readonly db: AnyDb,
+    private readonly lockRows = false,
+  ) {}
 
   /** Inserts unless the type exists; true when this call created it. */
   async insertIfMissing(row: NotificationTypeRow): Promise<boolean> {
@@ -28,13 +34,39 @@ export class TypesRepository {
   }
 
   find(accountId: string, envId: string, notificationId: string): Promise<NotificationTypeRow | undefined> {
+    return this.findQuery(accountId, envId, notificationId).executeTakeFirst();
+  }
+
+  /**
+   * find, with the row locked FOR NO KEY UPDATE until the transaction ends: the writers of a
+   * type's templates and their defaults queue on it, and the type's deletion (which takes FOR
+   * UPDATE) waits for them or they for it. Rows referencing the type can still be inserted
+   * meanwhile (their foreign-key check takes only FOR KEY SHARE).
+   */
+  findLockedForWrite(accountId: string, envId: string, notificationId: string): Promise<NotificationTypeRow | undefined> {
+    let query = this.findQuery(accountId, envId, notificationId);
+    if (this.lockRows) query = query.forNoKeyUpdate();
+    return query.executeTakeFirst();
+  }
+
+  /**
+   * find, with the row locked FOR KEY SHARE until the transaction ends, as a foreign-key check
+   * would lock it: the type cannot be deleted before then (undefined when a deletion committed
+   * first), and no other writer waits.
+   */
+  findLockedAgainstDelete(accountId: string, envId: string, notificationId: string): Promise<NotificationTypeRow | undefined> {
+    let query = this.findQuery(accountId, envId, notificationId);
+    if (this.lockRows) query = query.forKeyShare();
+    return query.executeTakeFirst();
+  }
+
+  private findQuery(accountId: string, envId: string, notificationId: string) {
     return templatesDb(this.db)
       .selectFrom('notification_types')
       .selectAll()
       .where('account_id', '=', accountId)
       .where('env_id', '=', envId)
-      .where('notification_id', '=', notificationId)
-      .executeTakeFirst();
+      .where('notification_id', '=', notificationId);
   }
 
   list(accountId: string, envId: string): Promise<NotificationTypeRow[]> {
