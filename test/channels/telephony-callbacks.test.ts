@@ -152,6 +152,12 @@ describe.each(STORAGE_KINDS)('telephony with Twilio configured: REST, retries an
     expect(registered.json()).toMatchObject({ status: 'completed', phoneNumber: '+14155550177' });
     const list = (await t.app.inject({ method: 'GET', url: '/numbers/list', headers: t.auth })).json();
     expect(list).toEqual({ sharedNumber: FROM, numbers: [expect.objectContaining({ phoneNumber: '+14155550177' })] });
+    // With a number of its own, the account's texts go from it; one naming the shared number goes from that.
+    const own = await send({ type: 'otp', to: { id: 'grace', number: '+14155550124' }, sms: { message: 'own' } });
+    expect((await settled(own, 'sms_sent_at')).sms_sent_from).toBe('+14155550177');
+    const shared = await send({ type: 'otp', to: { id: 'grace' }, sms: { message: 'shared', from: FROM } });
+    expect((await settled(shared, 'sms_sent_at')).sms_sent_from).toBe(FROM);
+    expect(peer.requests.filter((r) => r.resource === 'Messages' && r.method === 'POST' && r.params.Body === 'shared').map((r) => r.params.From)).toEqual([FROM]);
     // No development carrier when Twilio is configured.
     expect((await t.app.inject({ method: 'GET', url: '/dev-carrier/messages', headers: t.auth })).statusCode).toBe(404);
   });

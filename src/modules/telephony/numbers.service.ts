@@ -223,8 +223,8 @@ export class NumbersService {
   }
 
   /**
-   * `requested` when the account owns it, otherwise the account default: at delivery, a number
-   * that checkSender accepted but the account released since.
+   * `requested` when the account owns it or it is the shared sender (as checkSender accepts),
+   * otherwise the account default: at delivery, a number the account released since.
    */
   async senderFor(accountId: string, requested?: string): Promise<string | undefined> {
     if (requested) {
@@ -234,7 +234,7 @@ export class NumbersService {
       } catch {
         normalized = undefined;
       }
-      if (normalized && (await this.owns(accountId, normalized))) return normalized;
+      if (normalized && (normalized === this.deps.config.defaultSmsFrom || (await this.owns(accountId, normalized)))) return normalized;
     }
     return this.defaultNumber(accountId);
   }
