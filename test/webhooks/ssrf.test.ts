@@ -24,7 +24,7 @@ describe('webhook SSRF guard', () => {
   it('refuses every internal target before connecting', async () => {
     const port = receiver.port;
     const cases: [string, WebhookSender][] = [];
-    const guarded = (lookup?: (h: string) => Promise<{ address: string; family: number }[]>) => new WebhookSender({ timeoutMs: 2000, allowPrivateNetworks: false, connectionsPerOrigin: 1, ...(lookup ? { lookup } : {}) });
+    const guarded = (lookup?: (h: string) => Promise<{ address: string; family: number }[]>) => new WebhookSender({ timeoutMs: 2000, allowPrivateNetworks: false, connectionsPerEndpoint: 1, ...(lookup ? { lookup } : {}) });
     for (const url of [
       `http://127.0.0.1:${port}/hook`,
       `http://[::1]:${port}/hook`,
@@ -58,7 +58,7 @@ describe('webhook SSRF guard', () => {
 
   it('does not follow a redirect, even to an address it could reach', async () => {
     // The endpoint itself is let through (one allowed address); its redirect is its answer.
-    const sender = new WebhookSender({ timeoutMs: 2000, allowPrivateNetworks: false, allowAddresses: ['127.0.0.1'], connectionsPerOrigin: 1 });
+    const sender = new WebhookSender({ timeoutMs: 2000, allowPrivateNetworks: false, allowAddresses: ['127.0.0.1'], connectionsPerEndpoint: 1 });
     for (const location of ['http://169.254.169.254/latest/meta-data/', target.url, `http://10.0.0.1/`]) {
       receiver.answer({ status: 307, headers: { location } });
       const result = await sender.post(`http://127.0.0.1:${receiver.port}/hook`, {}, '{}');

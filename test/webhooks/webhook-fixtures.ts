@@ -1,4 +1,6 @@
+import type { Logger } from 'pino';
 import { afterAll, beforeAll } from 'vitest';
+import type { WebhookWorkerOptions } from '../../src/modules/webhooks/webhooks.worker.js';
 import { WebhooksService } from '../../src/modules/webhooks/webhooks.service.js';
 import type { Dialect } from '../../src/storage/db.js';
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
@@ -65,4 +67,15 @@ export function manualClockWebhooks(kind: Dialect): ManualClockWebhooks {
     await h.t.close();
   });
   return h;
+}
+
+/**
+ * A webhooks service of its own over the context's database, for tests that hold requests in
+ * flight while they act: its requests time out after 30 s (not the context's 300 ms, which a
+ * loaded machine can spend between two steps), so a held request ends only when the test
+ * answers it. The worker's lease outlasts that by 5 s, on the manual clock.
+ */
+export function patientService(t: TestContext, options: Partial<WebhookWorkerOptions> = {}, logger?: Logger): WebhooksService {
+  const config = { ...t.deps.config, webhookTimeoutMs: 30_000 };
+  return new WebhooksService({ ...t.deps, config, ...(logger ? { logger } : {}) }, { random: () => 0.5, ...options });
 }

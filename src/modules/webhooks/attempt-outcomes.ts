@@ -46,7 +46,12 @@ export class OutcomeRecorder {
     private readonly random: () => number,
   ) {}
 
-  async record(repo: WebhooksRepository, batch: Outcome[]): Promise<void> {
+  async record(repo: WebhooksRepository, all: Outcome[]): Promise<void> {
+    // An outcome of an endpoint deleted while it was in flight changes nothing: its attempt row
+    // would fail the foreign key and take the rest of the batch down with it.
+    const live = await repo.liveDeliveries(all.map((o) => o.claim.id));
+    const batch = live.size === all.length ? all : all.filter((o) => live.has(o.claim.id));
+    if (batch.length < all.length) this.deps.logger.info({ dropped: all.length - batch.length }, 'webhooks: results of deleted endpoints dropped');
     const attempts: WebhookAttemptsTable[] = [];
     const health = new Map<string, EndpointHealth>();
     /** Successes by claim: one UPDATE per claim (the lease fences a claim that ran out). */
@@ -154,5 +159,7 @@ export class OutcomeRecorder {
 }
 
 function triggerOf(claim: ClaimedDelivery): AttemptTrigger {
-  return claim.round_attempts > 0 ? 'retry' : claim.attempts > 0 ? 'replay' : 'event';
+  if (claim.round_attempts > 0) return 'retry';
+  // attempts > 0 with no restarted_by: restarted before migration 0095 said by what.
+  return claim.restarted_by !== null || claim.attempts > 0 ? 'replay' : 'event';
 }

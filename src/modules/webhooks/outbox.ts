@@ -106,6 +106,7 @@ export class WebhookOutbox {
           tracking_id: event.payload.trackingId || null,
           attempts: 0,
           round_attempts: 0,
+          restarted_by: null,
           payload,
           url: endpoint.url,
           secret_enc: endpoint.secret_enc,
@@ -158,5 +159,6 @@ export function pendingDelivery(id: string, endpointId: string, event: { id: str
     last_error: null,
     created_at: now,
     updated_at: now,
+    restarted_by: null,
   };
 }

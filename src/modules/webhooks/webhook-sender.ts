@@ -1,4 +1,5 @@
 import { Agent, type Dispatcher } from 'undici';
+import { storableText } from '../../characters.js';
 import { type HostLookup, SafeFetchError, resolvePublicAddress, toFetchError } from '../../net/ssrf.js';
 
 /** What one POST to an endpoint gave. */
@@ -20,8 +21,8 @@ export interface WebhookSenderOptions {
   /** Addresses let through even with the guard on (tests and benches aim at loopback). */
   allowAddresses?: string[];
   lookup?: HostLookup;
-  /** Connections kept per endpoint origin (the per-endpoint concurrency). */
-  connectionsPerOrigin: number;
+  /** Connections per endpoint: the per-endpoint concurrency, so that no request waits inside the pool. */
+  connectionsPerEndpoint: number;
   /** How long a resolved and checked address is reused before DNS is asked again. */
   dnsTtlMs?: number;
 }
@@ -46,7 +47,7 @@ function exchange(agent: Agent, options: Dispatcher.DispatchOptions): Promise<Om
     let keptBytes = 0;
     let read = 0;
     let cut = false;
-    const answer = () => resolve({ statusCode, headers, body: keptBytes === 0 ? '' : Buffer.concat(kept, keptBytes).toString('utf8') });
+    const answer = () => resolve({ statusCode, headers, body: keptBytes === 0 ? '' : storableText(Buffer.concat(kept, keptBytes).toString('utf8')) });
     agent.dispatch(options, {
       // Present so that undici takes this for a handler of its current API (it checks for this hook).
       onRequestStart() {},
@@ -87,6 +88,8 @@ interface Target {
 }
 
 interface Pool {
+  /** The endpoint URL's origin (an endpoint's URL can change). */
+  origin: string;
   address: string;
   family: 4 | 6;
   agent: Agent;
@@ -97,9 +100,11 @@ interface Pool {
  * Posts webhook bodies under the SSRF guard: the endpoint's host is resolved, every address it
  * has is checked (ssrf.ts), and the connection goes to the checked address only (the agent's
  * lookup answers that address, whatever DNS says later). Redirects are not followed: a 3xx is
- * the endpoint's answer, and a failure. Keep-alive pools per origin and checked address, so a
- * busy endpoint does not pay a handshake per event; a pool's address is re-resolved and
- * re-checked after dnsTtlMs.
+ * the endpoint's answer, and a failure. A keep-alive pool per endpoint at its checked address,
+ * so a busy endpoint does not pay a handshake per event; a pool's address is re-resolved and
+ * re-checked after dnsTtlMs. Per endpoint, not per origin: endpoints on one host sharing
+ * connections would let a hanging one hold another's (its requests queued in the pool, where
+ * the timeout does not run yet).
  */
 export class WebhookSender {
   private readonly pools = new Map<string, Pool>();
@@ -110,17 +115,18 @@ export class WebhookSender {
     this.dnsTtlMs = options.dnsTtlMs ?? 60_000;
   }
 
-  async post(rawUrl: string, headers: Record<string, string>, body: string): Promise<PostResult> {
+  /** `poolKey` names the endpoint whose connections the request takes (its id; the URL by default). */
+  async post(rawUrl: string, headers: Record<string, string>, body: string, poolKey = rawUrl): Promise<PostResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     let target: Target;
     try {
       target = this.target(rawUrl);
     } catch (err) {
-      return { statusCode: null, headers: {}, body: '', durationMs: elapsed(), error: err instanceof SafeFetchError ? `${err.code}: ${err.message}` : 'URL_INVALID: not a valid URL' };
+      return { statusCode: null, headers: {}, body: '', durationMs: elapsed(), error: err instanceof SafeFetchError ? storableText(`${err.code}: ${err.message}`) : 'URL_INVALID: not a valid URL' };
     }
     try {
-      const pool = this.freshPool(target.origin) ?? (await this.pool(target));
+      const pool = this.freshPool(poolKey, target.origin) ?? (await this.pool(poolKey, target));
       // undici's own timers bound the exchange: connect (agent), headers and body idle time, each
       // timeoutMs. An AbortSignal.timeout per request cost ~4% of the worker's CPU per delivery
       // (bench webhooks: its timer, signal and listeners); a body that trickles past that is cut
@@ -137,7 +143,7 @@ export class WebhookSender {
       return { ...answer, durationMs: elapsed() };
     } catch (err) {
       const e = toFetchError(err, target.href, this.options.timeoutMs);
-      return { statusCode: null, headers: {}, body: '', durationMs: elapsed(), error: `${e.code}: ${e.message}` };
+      return { statusCode: null, headers: {}, body: '', durationMs: elapsed(), error: storableText(`${e.code}: ${e.message}`) };
     }
   }
 
@@ -153,20 +159,19 @@ export class WebhookSender {
     return target;
   }
 
-  /** The origin's pool while its address check is younger than the TTL, without a turn of the event loop. */
-  private freshPool(origin: string): Pool | undefined {
-    const cached = this.pools.get(origin);
-    return cached && Date.now() - cached.checkedAt < this.dnsTtlMs ? cached : undefined;
+  /** The endpoint's pool for this origin while its address check is younger than the TTL, without a turn of the event loop. */
+  private freshPool(key: string, origin: string): Pool | undefined {
+    const cached = this.pools.get(key);
+    return cached && cached.origin === origin && Date.now() - cached.checkedAt < this.dnsTtlMs ? cached : undefined;
   }
 
-  /** The pool of this origin at a checked address (resolved again once its check is older than the TTL). */
-  private async pool(target: Target): Promise<Pool> {
-    const key = target.origin;
+  /** The endpoint's pool for the target's origin at a checked address (resolved again once its check is older than the TTL). */
+  private async pool(key: string, target: Target): Promise<Pool> {
     const now = Date.now();
     const cached = this.pools.get(key);
-    if (cached && now - cached.checkedAt < this.dnsTtlMs) return cached;
+    if (cached && cached.origin === target.origin && now - cached.checkedAt < this.dnsTtlMs) return cached;
     const pinned = await resolvePublicAddress(target.hostname, this.options);
-    if (cached && cached.address === pinned.address) {
+    if (cached && cached.origin === target.origin && cached.address === pinned.address) {
       cached.checkedAt = now;
       return cached;
     }
@@ -176,7 +181,7 @@ export class WebhookSender {
       this.drop(oldestKey, oldest);
     }
     const agent = new Agent({
-      connections: this.options.connectionsPerOrigin,
+      connections: this.options.connectionsPerEndpoint,
       connect: {
         timeout: this.options.timeoutMs,
         lookup: (_hostname: string, opts: { all?: boolean }, callback: (...args: unknown[]) => void) => {
@@ -185,7 +190,7 @@ export class WebhookSender {
         },
       } as Agent.Options['connect'],
     });
-    const pool = { ...pinned, agent, checkedAt: now };
+    const pool = { origin: target.origin, ...pinned, agent, checkedAt: now };
     this.pools.set(key, pool);
     return pool;
   }

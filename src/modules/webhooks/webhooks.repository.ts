@@ -5,6 +5,7 @@ import type { EnvScope } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { TransitionRow } from './events.js';
 import type {
+  DeliveryRestart,
   WebhookAttemptRow,
   WebhookAttemptsTable,
   WebhookDeliveriesTable,
@@ -21,7 +22,6 @@ import type { SendingTables } from '../sending/sending.tables.js';
 /** Rows per INSERT: well under SQLite's bound-parameter limit (16 columns at most). */
 const INSERT_CHUNK = 500;
 
-/** A due delivery with what its attempt needs. */
 /** A pending delivery failed because its endpoint was disabled, with its event's message. */
 export interface FailedPending {
   event_id: string;
@@ -31,6 +31,7 @@ export interface FailedPending {
   tracking_id: string | null;
 }
 
+/** A due delivery with what its attempt needs. */
 export interface ClaimedDelivery {
   id: string;
   endpoint_id: string;
@@ -42,6 +43,7 @@ export interface ClaimedDelivery {
   tracking_id: string | null;
   attempts: number;
   round_attempts: number;
+  restarted_by: DeliveryRestart | null;
   payload: string;
   url: string;
   secret_enc: string;
@@ -152,14 +154,22 @@ export class WebhooksRepository {
     return Number(res.numUpdatedRows) > 0;
   }
 
-  /** Deletes an endpoint with its deliveries and attempts. */
-  async deleteEndpoint(scope: EnvScope, id: string): Promise<boolean> {
-    const found = await this.findEndpoint(scope, id);
-    if (!found) return false;
-    await this.db.deleteFrom('webhook_attempts').where('endpoint_id', '=', id).execute();
-    await this.db.deleteFrom('webhook_deliveries').where('endpoint_id', '=', id).execute();
-    await this.db.deleteFrom('webhook_endpoints').where('id', '=', id).execute();
-    return true;
+  /**
+   * Deletes an endpoint with its deliveries and attempts, in one transaction. Its row is locked
+   * first (PostgreSQL), the lock the worker's recording takes too (liveDeliveries): a batch being
+   * recorded either commits before the delete, whose statements then remove its attempts, or
+   * waits for it and finds the endpoint gone.
+   */
+  deleteEndpoint(scope: EnvScope, id: string): Promise<boolean> {
+    return this.transaction(async ({ db }) => {
+      let found = db.selectFrom('webhook_endpoints').select('id').where('account_id', '=', scope.accountId).where('env_id', '=', scope.envId).where('id', '=', id);
+      if (this.lockRows) found = found.forUpdate();
+      if (!(await found.executeTakeFirst())) return false;
+      await db.deleteFrom('webhook_attempts').where('endpoint_id', '=', id).execute();
+      await db.deleteFrom('webhook_deliveries').where('endpoint_id', '=', id).execute();
+      await db.deleteFrom('webhook_endpoints').where('id', '=', id).execute();
+      return true;
+    });
   }
 
   /** The enabled endpoints of an environment, with what posting to them needs (the dispatcher fans events out to them and posts). */
@@ -326,6 +336,7 @@ export class WebhooksRepository {
         'd.env_id',
         'd.attempts',
         'd.round_attempts',
+        'd.restarted_by',
         'e.tracking_id',
         'e.payload',
         'p.url',
@@ -360,6 +371,26 @@ export class WebhooksRepository {
   async release(ids: string[], lease: string, at: string): Promise<void> {
     if (ids.length === 0) return;
     await this.db.updateTable('webhook_deliveries').set({ next_attempt_at: at, lease: null }).where('id', 'in', ids).where('lease', '=', lease).execute();
+  }
+
+  /**
+   * Those of these deliveries that still exist with their endpoint: deleting an endpoint while
+   * its deliveries are in flight takes them and their attempts with it. On PostgreSQL the
+   * endpoints found are locked against deletion until the caller's transaction ends (FOR KEY
+   * SHARE: the lock an attempt row's foreign key takes anyway, which updates of the endpoint do
+   * not wait for), so the attempts inserted after this keep their foreign key.
+   */
+  async liveDeliveries(ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    if (this.fast) {
+      const rows = this.fast
+        .prepare('SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints p ON p.id = d.endpoint_id WHERE d.id IN (SELECT value FROM json_each(?))')
+        .all(JSON.stringify(ids)) as { id: string }[];
+      return new Set(rows.map((r) => r.id));
+    }
+    let q = this.db.selectFrom('webhook_deliveries as d').innerJoin('webhook_endpoints as p', 'p.id', 'd.endpoint_id').select('d.id').where('d.id', 'in', ids);
+    if (this.lockRows) q = q.forKeyShare('p');
+    return new Set((await q.execute()).map((r) => r.id));
   }
 
   async insertAttempts(rows: WebhookAttemptsTable[]): Promise<void> {
@@ -462,20 +493,29 @@ export class WebhooksRepository {
     return this.db.selectFrom('webhook_deliveries').selectAll().where('endpoint_id', '=', endpointId).where('event_id', '=', eventId).executeTakeFirst();
   }
 
-  /** Makes a delivery due now with a fresh schedule (a replay). */
-  async restartDelivery(id: string, at: string): Promise<void> {
-    await this.db
+  /**
+   * Makes a delivery due now with a fresh schedule (a replay), if it is still as `seen`: of
+   * replays that read the same state, one restarts it, and none takes over a claim made since
+   * (a claim moves next_attempt_at and sets the lease; an attempt recorded moves attempts).
+   */
+  async restartDelivery(seen: Pick<WebhookDeliveryRow, 'id' | 'status' | 'attempts' | 'lease' | 'next_attempt_at'>, at: string, by: DeliveryRestart): Promise<boolean> {
+    const res = await this.db
       .updateTable('webhook_deliveries')
-      .set({ status: 'pending', round_attempts: 0, next_attempt_at: at, lease: null, updated_at: at })
-      .where('id', '=', id)
-      .execute();
+      .set({ status: 'pending', round_attempts: 0, next_attempt_at: at, lease: null, restarted_by: by, updated_at: at })
+      .where('id', '=', seen.id)
+      .where('status', '=', seen.status)
+      .where('attempts', '=', seen.attempts)
+      .where('next_attempt_at', '=', seen.next_attempt_at)
+      .where('lease', seen.lease === null ? 'is' : '=', seen.lease)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
   }
 
   /** Makes every failed delivery of an endpoint created since `since` due now with a fresh schedule; returns how many. */
   async restartFailedSince(scope: EnvScope, endpointId: string, since: string, at: string): Promise<number> {
     const res = await this.db
       .updateTable('webhook_deliveries')
-      .set({ status: 'pending', round_attempts: 0, next_attempt_at: at, lease: null, updated_at: at })
+      .set({ status: 'pending', round_attempts: 0, next_attempt_at: at, lease: null, restarted_by: 'recover', updated_at: at })
       .where('account_id', '=', scope.accountId)
       .where('env_id', '=', scope.envId)
       .where('endpoint_id', '=', endpointId)
@@ -510,7 +550,7 @@ function claimDueSqlite(
 ): ClaimedDelivery[] {
   const rows = sqlite
     .prepare(
-      `SELECT d.id, d.endpoint_id, d.event_id, d.event_type, d.account_id, d.env_id, d.attempts, d.round_attempts, e.tracking_id, e.payload, p.url, p.secret_enc,
+      `SELECT d.id, d.endpoint_id, d.event_id, d.event_type, d.account_id, d.env_id, d.attempts, d.round_attempts, d.restarted_by, e.tracking_id, e.payload, p.url, p.secret_enc,
         p.previous_secret_enc, p.previous_secret_until, p.updated_at AS endpoint_updated_at, p.failing_since
       FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id JOIN webhook_endpoints p ON p.id = d.endpoint_id
       WHERE d.status = 'pending' AND d.next_attempt_at <= @now AND p.disabled_at IS NULL AND d.endpoint_id NOT IN (SELECT value FROM json_each(@skip))

@@ -44,7 +44,7 @@ const AttemptSchema = Type.Object({
   response: Type.Union([Type.String(), Type.Null()], { description: 'first 4 KB of the response body' }),
   error: Type.Union([Type.String(), Type.Null()]),
   nextAttemptAt: Type.Union([Type.String(), Type.Null()]),
-  trigger: Type.String({ description: 'event (first attempt), retry, replay' }),
+  trigger: Type.String({ description: 'event (the first attempt), retry (a scheduled one), replay (the first attempt after a replay or a recovery)' }),
 });
 const EndpointParams = Type.Object({ endpointId: Type.String({ minLength: 1, maxLength: 64 }) });
 
@@ -132,7 +132,7 @@ export function webhookRoutes(app: App, service: WebhooksService): void {
     {
       schema: {
         tags,
-        summary: 'Send one event to this endpoint again (same event id)',
+        summary: 'Send one event to this endpoint again (same event id); 409 while it is being delivered to it',
         params: Type.Object({ endpointId: Type.String({ minLength: 1, maxLength: 64 }), eventId: Type.String({ minLength: 1, maxLength: 64 }) }),
         response: withErrors({ 202: MessageSchema, 409: Type.Ref('ErrorBody') }),
       },

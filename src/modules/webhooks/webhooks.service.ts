@@ -8,7 +8,7 @@ import { WebhookOutbox, pendingDelivery } from './outbox.js';
 import { generateSecret } from './signing.js';
 import { WebhookSender } from './webhook-sender.js';
 import { WebhooksRepository } from './webhooks.repository.js';
-import type { WebhookAttemptRow, WebhookEndpointRow } from './webhooks.tables.js';
+import type { WebhookAttemptRow, WebhookDeliveryRow, WebhookEndpointRow } from './webhooks.tables.js';
 import { WebhookWorker, type WebhookWorkerOptions } from './webhooks.worker.js';
 
 /** The spec's Webhook endpoint record, and why the endpoint is disabled when it is. */
@@ -72,7 +72,7 @@ export class WebhooksService {
     this.sender = new WebhookSender({
       timeoutMs: config.webhookTimeoutMs,
       allowPrivateNetworks: config.allowPrivateNetworks,
-      connectionsPerOrigin: config.webhookEndpointConcurrency,
+      connectionsPerEndpoint: config.webhookEndpointConcurrency,
     });
     this.worker = new WebhookWorker(deps, this.repo, this.outbox, this.sender, {
       pollMs: config.webhookPollMs,
@@ -187,7 +187,12 @@ export class WebhooksService {
     return { attempts: page.map(attemptView), ...(rows.length > limit ? { nextCursor: page[page.length - 1].id } : {}) };
   }
 
-  /** Sends one event to the endpoint again (same event id), whatever its earlier outcome. */
+  /**
+   * Sends one event to the endpoint again (same event id), whatever its earlier outcome, but
+   * never while it is being posted to it (409): taking the delivery over then would post it
+   * twice at once, both as the same attempt. Replays that find it already due again for a
+   * replay add nothing, so a burst of them makes one attempt.
+   */
   async replay(scope: EnvScope, endpointId: string, eventId: string): Promise<{ message: string }> {
     const endpoint = await this.endpoint(scope, endpointId);
     if (endpoint.disabled_at) throw new AppError('CONFLICT', `Webhook endpoint "${endpointId}" is disabled: ${endpoint.disabled_reason ?? ''}`, 'Update it (PUT) to enable it, then replay.');
@@ -198,13 +203,24 @@ export class WebhooksService {
       throw invalid(`Webhook endpoint "${endpointId}" is not subscribed to ${event.type}, the type of event ${eventId}.`, `Add ${event.type} to its events (PUT /webhooks/${endpointId}), then replay.`);
     }
     const now = this.deps.clock.now().toISOString();
-    const delivery = await this.repo.findDelivery(endpointId, eventId);
-    if (delivery) await this.repo.restartDelivery(delivery.id, now);
-    else {
-      await this.repo.insertDeliveries([pendingDelivery(this.deps.ids.uuid(), endpointId, { id: eventId, accountId: scope.accountId, envId: scope.envId, type: event.type }, now)]);
+    const inFlight = new AppError(
+      'CONFLICT',
+      `Event ${eventId} is being delivered to webhook endpoint "${endpointId}" now.`,
+      `Replay it when the attempt ends (GET /webhooks/${endpointId}/attempts lists it).`,
+    );
+    // A restart refused because the delivery changed since it was read (a claim, an attempt) reads it again.
+    for (let read = 0; read < 3; read++) {
+      const delivery = await this.repo.findDelivery(endpointId, eventId);
+      if (!delivery) {
+        // A concurrent replay's row wins the (endpoint, event) pair; either one sends it.
+        const first = pendingDelivery(this.deps.ids.uuid(), endpointId, { id: eventId, accountId: scope.accountId, envId: scope.envId, type: event.type }, now);
+        await this.repo.insertDeliveries([{ ...first, restarted_by: 'replay' }]);
+      } else if (isInFlight(delivery, now)) throw inFlight;
+      else if (!awaitsReplay(delivery) && !(await this.repo.restartDelivery(delivery, now, 'replay'))) continue;
+      this.worker.nudge();
+      return { message: `Event ${eventId} will be sent to the endpoint again.` };
     }
-    this.worker.nudge();
-    return { message: `Event ${eventId} will be sent to the endpoint again.` };
+    throw inFlight;
   }
 
   /** Sends again every event whose delivery to this endpoint failed, among those made since `since`. */
@@ -257,6 +273,16 @@ export class WebhooksService {
       ...(row.failing_since ? { failingSince: row.failing_since } : {}),
     };
   }
+}
+
+/** Claimed and its lease still running: a worker is posting it (or about to). */
+function isInFlight(delivery: WebhookDeliveryRow, now: string): boolean {
+  return delivery.status === 'pending' && delivery.lease !== null && delivery.next_attempt_at > now;
+}
+
+/** Restarted by a replay or recovery whose first attempt has not been made yet. */
+function awaitsReplay(delivery: WebhookDeliveryRow): boolean {
+  return delivery.status === 'pending' && delivery.lease === null && delivery.restarted_by !== null && Number(delivery.round_attempts) === 0;
 }
 
 function endpointNotFound(id: string): AppError {

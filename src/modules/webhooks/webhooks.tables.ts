@@ -3,7 +3,7 @@ import type { CoreTables } from '../../storage/schema.js';
 import type { DeliveryTables } from '../delivery/delivery.tables.js';
 import type { SendingTables } from '../sending/sending.tables.js';
 
-/** Row types of migration 0070_webhooks. */
+/** Row types of migrations 0070_webhooks and 0095_webhook_replay. */
 export interface WebhookEndpointsTable {
   id: string;
   account_id: string;
@@ -43,6 +43,9 @@ export interface WebhookEventsTable {
 
 export type WebhookDeliveryStatus = 'pending' | 'succeeded' | 'failed';
 
+/** What started a delivery's current round again; its first attempt is a 'replay' either way. */
+export type DeliveryRestart = 'replay' | 'recover';
+
 export interface WebhookDeliveriesTable {
   id: string;
   endpoint_id: string;
@@ -59,9 +62,12 @@ export interface WebhookDeliveriesTable {
   last_error: string | null;
   created_at: string;
   updated_at: string;
+  /** Null while the round is the event's own (migration 0095). */
+  restarted_by: DeliveryRestart | null;
 }
 
-export type AttemptTrigger = 'event' | 'retry' | 'replay' | 'recover';
+/** event: the first attempt; retry: a scheduled one; replay: the first after a replay or a recovery. */
+export type AttemptTrigger = 'event' | 'retry' | 'replay';
 
 export interface WebhookAttemptsTable {
   id: string;

@@ -10,6 +10,7 @@ import { signatureHeaders } from './signing.js';
 import { SigningKeyCache } from './signing-key-cache.js';
 import type { PostResult, WebhookSender } from './webhook-sender.js';
 import type { ClaimedDelivery, WebhooksRepository } from './webhooks.repository.js';
+import { storableText } from '../../characters.js';
 
 /** Outcomes recorded per transaction at most before a flush goes at once. */
 const FLUSH_BATCH = 64;
@@ -291,9 +292,9 @@ export class WebhookWorker {
     let result: PostResult;
     try {
       const keys = this.signingKeys.keysFor(claim, at.getTime());
-      result = await this.sender.post(claim.url, signatureHeaders(keys, claim.event_id, at.getTime(), claim.payload), claim.payload);
+      result = await this.sender.post(claim.url, signatureHeaders(keys, claim.event_id, at.getTime(), claim.payload), claim.payload, claim.endpoint_id);
     } catch (err) {
-      result = { statusCode: null, headers: {}, body: '', durationMs: 0, error: `INTERNAL: ${(err as Error).message}` };
+      result = { statusCode: null, headers: {}, body: '', durationMs: 0, error: storableText(`INTERNAL: ${(err as Error).message}`) };
     }
     const n = (this.inflight.get(claim.endpoint_id) ?? 1) - 1;
     if (n <= 0) this.inflight.delete(claim.endpoint_id);
@@ -351,6 +352,18 @@ export class WebhookWorker {
       if (claimToo) this.claiming = false;
     }
     if (taken) this.launchAll(taken);
-    if (this.running && (!claimToo || !taken || taken.more || this.claimAgain)) void this.claim();
+    if (this.running && (!claimToo || !taken || taken.more || this.claimAgain)) this.claimInBackground();
+  }
+
+  /**
+   * claim() that nobody awaits: a failure (SQLITE_BUSY from another process, a dropped
+   * PostgreSQL connection) is logged, not an unhandled rejection that ends the process; what it
+   * would have claimed stays due, and the next tick claims it.
+   */
+  private claimInBackground(): void {
+    this.claim().catch((err: unknown) => {
+      this.dueMayWait = true;
+      this.deps.logger.error({ err }, 'webhooks: claiming deliveries failed');
+    });
   }
 }
