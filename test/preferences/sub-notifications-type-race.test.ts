@@ -8,12 +8,18 @@ import { expectErrorBody } from '../helpers/error-body.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { LockHolder } from '../templates/pg-lock-holder.js';
 
-describe.each(STORAGE_KINDS)('a sub-notification written while its type is deleted (%s)', (kind) => {
-  let t: TestContext;
+/** The requests both suites make, on the context `current` answers when they run. */
+function calls(current: () => TestContext) {
   const req = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload?: unknown) =>
-    t.app.inject({ method, url, headers: t.auth, ...(payload !== undefined ? { payload: payload as object } : {}) });
+    current().app.inject({ method, url, headers: current().auth, ...(payload !== undefined ? { payload: payload as object } : {}) });
   const createType = async (id: string) => expect((await req('POST', '/types', { notificationId: id, title: id, channels: ['EMAIL'] })).statusCode).toBe(200);
   const listed = async () => (await req('GET', '/users/ada/preferences')).json<{ subNotifications: { notificationId: string }[] }>().subNotifications;
+  return { req, createType, listed };
+}
+
+describe.each(STORAGE_KINDS)('a sub-notification written while its type is deleted (%s)', (kind) => {
+  let t: TestContext;
+  const { req, createType, listed } = calls(() => t);
 
   beforeAll(async () => {
     t = await createTestContext(kind);
@@ -36,10 +42,7 @@ describe.each(STORAGE_KINDS)('a sub-notification written while its type is delet
 describe.runIf(STORAGE_KINDS.includes('postgres'))('a sub-notification written while its type is deleted, interleaved (postgres)', () => {
   let t: TestContext;
   let holder: LockHolder | undefined;
-  const req = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload?: unknown) =>
-    t.app.inject({ method, url, headers: t.auth, ...(payload !== undefined ? { payload: payload as object } : {}) });
-  const createType = async (id: string) => expect((await req('POST', '/types', { notificationId: id, title: id, channels: ['EMAIL'] })).statusCode).toBe(200);
-  const listed = async () => (await req('GET', '/users/ada/preferences')).json<{ subNotifications: { notificationId: string }[] }>().subNotifications;
+  const { req, createType, listed } = calls(() => t);
 
   beforeAll(async () => {
     t = await createTestContext('postgres');
