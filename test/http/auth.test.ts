@@ -145,6 +145,12 @@ describe.each(STORAGE_KINDS)('authentication (%s)', (kind) => {
       const foreign = await signAccountToken(new Secrets(randomBytes(32)), { accountId: t.account.accountId, subject: 'x' }, 600, clock.now());
       expect401(await t.app.inject({ method: 'GET', url: '/account', headers: bearer(foreign) }));
 
+      // Issued a year ahead (a forged clock, or a key used elsewhere): refused; a minute of skew is not.
+      const ahead = await signAccountToken(t.deps.secrets, { accountId: t.account.accountId, subject: 'ops' }, 600, new Date(clock.now().getTime() + 365 * 86_400_000));
+      expect401(await t.app.inject({ method: 'GET', url: '/account', headers: bearer(ahead) }));
+      const skewed = await signAccountToken(t.deps.secrets, { accountId: t.account.accountId, subject: 'ops' }, 600, new Date(clock.now().getTime() + 50_000));
+      expect((await t.app.inject({ method: 'GET', url: '/account', headers: bearer(skewed) })).statusCode).toBe(200);
+
       expect((await t.app.inject({ method: 'GET', url: '/account', headers: bearer(token) })).statusCode).toBe(200);
       clock.advance(61_000);
       expect401(await t.app.inject({ method: 'GET', url: '/account', headers: bearer(token) }));

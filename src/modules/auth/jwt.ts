@@ -3,6 +3,8 @@ import type { Secrets } from '../../secrets.js';
 
 const ISSUER = 'clarion';
 const AUDIENCE = 'clarion-api';
+/** How far ahead of this server's clock a token's issue time may be (another process's clock). */
+const CLOCK_SKEW_SECONDS = 60;
 
 export interface AccountTokenClaims {
   accountId: string;
@@ -35,6 +37,8 @@ export async function verifyAccountToken(secrets: Secrets, token: string, now: D
       requiredClaims: ['exp', 'sub'],
     });
     if (typeof payload.acc !== 'string' || typeof payload.sub !== 'string') return null;
+    // Issued in the future (past a minute of clock skew): not a token this server made now.
+    if (typeof payload.iat === 'number' && payload.iat > now.getTime() / 1000 + CLOCK_SKEW_SECONDS) return null;
     return { accountId: payload.acc, subject: payload.sub };
   } catch {
     return null;
