@@ -2,6 +2,7 @@
 // default) read the way routing reads it, the service's rules (existing type, supported and
 // allowed options, all or nothing), resets, and isolation across accounts and environments.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { userHash } from '../../src/modules/inapp/inapp.auth.js';
 import { PreferenceBook } from '../../src/modules/preferences/preferences.service.js';
 import type { NotificationType } from '../../src/modules/types/types.service.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -11,7 +12,7 @@ describe.each(STORAGE_KINDS)('user preferences: precedence and rules (%s)', (kin
   let t: TestContext;
   let scope: { accountId: string; envId: string };
   let news: NotificationType;
-  const req = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: unknown, headers = t.auth) =>
+  const req = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: unknown, headers = t.auth) =>
     t.app.inject({ method, url, headers, ...(payload !== undefined ? { payload: payload as object } : {}) });
   const book = () => PreferenceBook.read(t.deps.db, scope, ['ada', 'bob'], ['news']);
 
@@ -97,6 +98,24 @@ describe.each(STORAGE_KINDS)('user preferences: precedence and rules (%s)', (kin
     expect((await req('GET', '/users/dee/preferences')).json().preferences).toEqual([]);
     // subNotificationId alone names no type.
     expect((await req('DELETE', '/users/dee/preferences?subNotificationId=x')).statusCode).toBe(400);
+  });
+
+  it("resets with the environment's public key acting for the user, with the user's hash in secure mode", async () => {
+    const publicKey = (await req('POST', '/keys', { name: 'web page', keyType: 'public' })).json<{ key: string }>().key;
+    const asPage = { authorization: `Bearer ${publicKey}` };
+    const reset = (query = '') => req('DELETE', `/${t.account.clientId}/users/eve/preferences${query}`, undefined, asPage);
+    await t.services.preferences.set(scope, 'eve', [{ notificationId: 'news', channel: 'EMAIL', delivery: 'instant' }], 'user');
+    expect((await reset()).json()).toEqual({ success: true, deleted: 1 });
+
+    expect((await req('PATCH', `/environments/${t.account.clientId}`, { secureMode: true })).statusCode).toBe(200);
+    await t.services.preferences.set(scope, 'eve', [{ notificationId: 'news', channel: 'EMAIL', delivery: 'instant' }], 'user');
+    const refused = await reset();
+    expect(refused.statusCode).toBe(401);
+    expect(refused.json().error.message).toMatch(/secure mode/);
+    expect((await reset('?userIdHash=wrong')).statusCode).toBe(401);
+    const hash = userHash(t.account.clientSecret, 'eve');
+    expect((await reset(`?userIdHash=${encodeURIComponent(hash)}`)).json()).toEqual({ success: true, deleted: 1 });
+    expect((await req('PATCH', `/environments/${t.account.clientId}`, { secureMode: false })).statusCode).toBe(200);
   });
 
   it('keeps accounts and environments apart', async () => {

@@ -46,6 +46,8 @@ const ResetQuery = Type.Object({
   notificationId: Type.Optional(NotificationTypeId),
   subNotificationId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   envId: Type.Optional(Type.String()),
+  /** With the environment's public key, in secure mode: the user's hash, as the in-app client sends it. */
+  userIdHash: Type.Optional(Type.String()),
 });
 
 const ClientUserParams = Type.Object({ clientId: Id, userId: Id });
@@ -78,14 +80,20 @@ export function preferenceRoutes(app: App, services: { preferences: PreferencesS
     req.inappScope = scope;
   }
 
-  /** Server credentials acting in the path's environment, or else the user's own Basic credentials. */
+  /**
+   * Server credentials acting in the path's environment, the environment's public key acting for
+   * the user as the in-app client does (`?userIdHash=` in secure mode), or else the user's own
+   * Basic credentials.
+   */
   async function serverOrEndUser(req: FastifyRequest): Promise<void> {
     const { clientId, userId } = req.params as ClientUser;
+    const { userIdHash } = req.query as { userIdHash?: string };
     try {
-      const caller = await auth.authenticate(req.headers.authorization, clientId);
-      req.inappScope = { accountId: caller.accountId, envId: requireEnv(caller), userId };
+      const caller = await auth.authenticate(req.headers.authorization, clientId, { publicKey: true });
+      req.inappScope = await inappAuth.actingFor(caller, userId, userIdHash || undefined);
     } catch (err) {
-      if (!(err instanceof AppError) || err.code !== 'UNAUTHORIZED') throw err;
+      // A Bearer token refused is refused: only Basic may be the user's own instead.
+      if (!(err instanceof AppError) || err.code !== 'UNAUTHORIZED' || /^bearer\s/i.test(req.headers.authorization ?? '')) throw err;
       await endUser(req);
     }
   }
