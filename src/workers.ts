@@ -2,7 +2,7 @@ import type { Deps } from './deps.js';
 import type { Services } from './services.js';
 import { registerLogJobs } from './modules/logs/logs.jobs.js';
 import type { DeliveryWorker } from './modules/sending/delivery.worker.js';
-import type { DeliveryTiming } from './modules/sending/delivery-runs.js';
+import type { CallsStopOptions, DeliveryTiming } from './modules/sending/delivery-runs.js';
 import { type Executors, buildExecutors } from './modules/sending/executors/index.js';
 import { registerSendingJobs } from './modules/sending/sending.jobs.js';
 import { registerMaintenanceJobs } from './modules/system/maintenance.jobs.js';
@@ -40,7 +40,7 @@ const MINUTE_MS = 60 * 1000;
  * Registers every module's jobs (`<module>.jobs.ts`) on the queue and starts working; the API
  * process may run it too (role all), over the same services object as its routes.
  */
-export async function startWorkers(deps: Deps, services: Services, options: { concurrency?: number } & Partial<DeliveryTiming> = {}): Promise<Workers> {
+export async function startWorkers(deps: Deps, services: Services, options: { concurrency?: number } & Partial<DeliveryTiming> & CallsStopOptions = {}): Promise<Workers> {
   const { executors, close: closeExecutors } = buildExecutors(deps, services);
   const worker = registerSendingJobs(deps, services, executors, options);
   registerLogJobs(deps, services.logs);
@@ -112,9 +112,14 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
   async function stopAll(): Promise<void> {
     clearInterval(timer);
     clearInterval(digestTimer);
+    // From the stop's start, beside the queue's grace: no provider call starts any more, and those
+    // under way (handed-over first attempts too, which no job holds) are recorded, up to a bound,
+    // before the executors close under them and the caller closes storage.
+    const calls = worker.stopCalls({ stopGraceMs: options.stopGraceMs, stopGraceTimer: options.stopGraceTimer });
     await inboundSmtp?.close();
     await webhooks.stop();
     await deps.queue.stop();
+    await calls;
     await worker.close();
     await closeExecutors();
   }

@@ -39,6 +39,25 @@ export const FIRST_ATTEMPT_BUDGET_MS = 5_000;
  * not make the attempt again while this one is still making it.
  */
 export const HANDOVER_DELAY_MS = 5 * 60_000;
+/**
+ * How long a graceful stop waits for the provider calls under way (handed-over first attempts
+ * included) to end and be recorded, counted from the stop's start: the queue's default stop grace,
+ * so that both end together, within docker stop's 10 s. A call still unanswered then stays
+ * unrecorded: its delivery's job (the stand-by job of a handed-over one, HANDOVER_DELAY_MS after
+ * the hand-over) makes it again, as after a crash.
+ */
+export const STOP_GRACE_MS = 10_000;
+
+/** Resolves once `ms` have passed, or at once when `signal` aborts (tests end it by hand). */
+export type StopGraceTimer = (ms: number, signal: AbortSignal) => Promise<void>;
+
+/** How a stop waits for the provider calls under way (DeliveryRuns.stop). */
+export interface CallsStopOptions {
+  /** See STOP_GRACE_MS. */
+  stopGraceMs?: number;
+  /** Waits out stopGraceMs. Default: a real timer. */
+  stopGraceTimer?: StopGraceTimer;
+}
 
 /** Timing of a DeliveryRuns. */
 export interface DeliveryTiming {
@@ -106,6 +125,62 @@ export class DeliveryRuns {
 
   /** First attempts under way in this process, by delivery id: what each will answer (see runFirst). */
   private readonly firstAttempts = new Map<string, Promise<unknown>>();
+  /** Batches whose provider calls are under way, each settling once they are recorded (what stop() waits for). */
+  private readonly underWay = new Set<Promise<unknown>>();
+  /** Set by stop(): no provider call is started any more. */
+  private stopped: Promise<void> | null = null;
+
+  /**
+   * Graceful stop: starts no provider call any more, and waits up to `stopGraceMs` (STOP_GRACE_MS)
+   * for the calls under way, handed-over first attempts included, to end and be recorded through
+   * the ledger; the caller closes the executors and storage after. Not for ever: a provider that
+   * hangs past the bound leaves its call unrecorded, and its delivery to its job (a handed-over
+   * one to its stand-by job) as after a crash. Idempotent.
+   */
+  stop(options: CallsStopOptions = {}): Promise<void> {
+    this.stopped ??= this.waitForCalls(options.stopGraceMs ?? STOP_GRACE_MS, options.stopGraceTimer ?? realStopGraceTimer);
+    return this.stopped;
+  }
+
+  private async waitForCalls(graceMs: number, timer: StopGraceTimer): Promise<void> {
+    // Only what is under way now: no call starts after this (see parked).
+    const calls = [...this.underWay];
+    if (calls.length === 0) return;
+    const over = new AbortController();
+    let ended = false;
+    const all = Promise.allSettled(calls).then(() => {
+      ended = true;
+    });
+    await Promise.race([all, timer(graceMs, over.signal)]);
+    over.abort();
+    if (!ended) {
+      this.deps.logger.warn(
+        { batches: [...this.underWay].length, graceMs },
+        'provider calls still under way at the end of the stop grace; left unrecorded, their delivery jobs (stand-by jobs for handed-over first attempts) make them again',
+      );
+    }
+  }
+
+  /**
+   * What a run that would start provider calls after stop() answers: never. Its job is released
+   * by the queue's stop (it runs again elsewhere or after the restart, the delivery untouched)
+   * and the process exits under it; answering would count a job attempt, or fail a message on its
+   * job's last one, for a call never made.
+   */
+  private parked<T>(): Promise<T> {
+    this.deps.logger.info('provider calls not started: stopping');
+    return new Promise<T>(() => {});
+  }
+
+  /** Keeps `batch` (provider calls and their recording) among the calls a stop waits for until it settles. */
+  private track<T>(batch: Promise<T>): Promise<T> {
+    this.underWay.add(batch);
+    const done = () => {
+      this.underWay.delete(batch);
+    };
+    batch.then(done, done);
+    return batch;
+  }
 
   /** Handles a batch of jobs; returns, per job in order, undefined (done) or the error it ends with. */
   async run(items: DeliveryJob[]): Promise<unknown[]> {
@@ -114,7 +189,11 @@ export class DeliveryRuns {
     // (recorded, or a retry this job then makes), never a second call alongside it.
     const inFlight = items.map((i) => this.firstAttempts.get(i.data.deliveryId)).filter((p) => p !== undefined);
     if (inFlight.length > 0) await Promise.all(inFlight);
-    const calls = await this.callProviders(items);
+    return (await this.callProviders(items, (calls) => this.recordRun(calls, results))) ?? results;
+  }
+
+  /** run(), once its calls are made: records them and what follows; per job undefined or its error. */
+  private async recordRun(calls: Call[], results: unknown[]): Promise<unknown[]> {
     if (calls.length === 0) return results;
 
     const unrecorded = await this.record(calls, false);
@@ -143,6 +222,8 @@ export class DeliveryRuns {
    * when they end.
    */
   async runFirst(handed: HandedDelivery[], deadline?: Promise<void>): Promise<unknown[]> {
+    // On the tick the calls start (no await before attemptFirst): after stop(), none does.
+    if (this.stopped) return this.parked();
     const results: unknown[] = handed.map(() => undefined);
     // A delivery whose first attempt this process is making already (the routing job's lock
     // expired while its mails went out, and its re-run came here): that attempt's result, not a second call.
@@ -197,7 +278,7 @@ export class DeliveryRuns {
     }
     const made = Promise.all(calls);
     if (!deadline || calls.length === 0) {
-      const recorded = made.then((m) => this.recordFirst(handed.length, m));
+      const recorded = this.track(made.then((m) => this.recordFirst(handed.length, m)));
       return { answered: recorded, recorded };
     }
     // Decided once, on this event loop: either every call ended within the budget and the batch
@@ -215,6 +296,8 @@ export class DeliveryRuns {
       const jobs = await handover.catch(() => new Map<string, string>());
       return this.recordFirst(handed.length, m, jobs);
     });
+    // Handed over or not, stop() waits for these calls' record (up to its grace).
+    void this.track(recorded);
     const answered = Promise.race([recorded, late]).then(async () => {
       if (phase !== 'handed over') return recorded;
       // Nobody waits for these results any more: what went wrong is logged (the stand-by jobs redo it).
@@ -264,13 +347,19 @@ export class DeliveryRuns {
     return new Map(deliveries.map((d, i) => [d.id, ids[i]]));
   }
 
-  /** Reads the batch's pending deliveries and calls their providers, all at once. */
-  private async callProviders(items: DeliveryJob[]): Promise<Call[]> {
+  /**
+   * Reads the batch's pending deliveries and calls their providers, all at once; answers what
+   * `then` makes of the calls, or null when there was nothing to call. The calls and `then`
+   * are one batch under way for stop(), from the moment the calls start.
+   */
+  private async callProviders(items: DeliveryJob[], then: (calls: Call[]) => Promise<unknown[]>): Promise<unknown[] | null> {
     const repo = new MessagesRepository(this.deps.db);
     const deliveries = new Map((await repo.findDeliveries(items.map((i) => i.data.deliveryId))).map((d) => [d.id, d]));
     const pending = [...deliveries.values()].filter((d) => d.status === 'pending');
-    if (pending.length === 0) return [];
+    if (pending.length === 0) return null;
     const messages = new Map((await repo.findMessagesForWork([...new Set(pending.map((d) => d.tracking_id))])).map((m) => [m.tracking_id, m]));
+    // Checked on the tick the calls start: a stop that began during the reads leaves them unmade.
+    if (this.stopped) return this.parked();
     const scope = batchScope();
     const seen = new Set<string>();
     const calls: Promise<Call | null>[] = items.map(async ({ data }, index) => {
@@ -284,7 +373,7 @@ export class DeliveryRuns {
       if (!executor) return null;
       return this.call(index, delivery, message, channel, (input) => executor.deliver(input, scope));
     });
-    return (await Promise.all(calls)).filter((c): c is Call => c !== null);
+    return this.track(Promise.all(calls).then((made) => then(made.filter((c): c is Call => c !== null))));
   }
 
   /** One provider call, and the attempt and transition it makes. */
@@ -396,6 +485,19 @@ export class DeliveryRuns {
     return failed;
   }
 }
+
+const realStopGraceTimer: StopGraceTimer = (ms, signal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
 
 /** Memoises lookups shared by the calls of one batch (an environment's email provider, say). */
 function batchScope(): BatchScope {

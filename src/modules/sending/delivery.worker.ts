@@ -12,7 +12,7 @@ import type { CollectedDelivery, DigestsService } from '../digests/digests.servi
 import type { TemplatesService } from '../templates/templates.service.js';
 import type { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
-import { DELIVERY_BATCH, DELIVER_JOB, FIRST_ATTEMPT_BATCH, type DeliveryTiming, DeliveryRuns, FIRST_ATTEMPT_BUDGET_MS, type HandedDelivery, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
+import { type CallsStopOptions, DELIVERY_BATCH, DELIVER_JOB, FIRST_ATTEMPT_BATCH, type DeliveryTiming, DeliveryRuns, FIRST_ATTEMPT_BUDGET_MS, type HandedDelivery, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
 import { carriedDigest, digestContent, digestScheduleOf } from './digest-routing.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
 import { INGEST_SENDS_JOB } from './messages.journal.js';
@@ -63,6 +63,15 @@ export class DeliveryWorker {
     this.templates = services.templates;
     this.digests = services.digests;
     this.deliveries = new DeliveryRuns(deps, executors, this.users, { retryBaseMs: timing.retryBaseMs ?? 2000, firstAttemptBudgetMs: timing.firstAttemptBudgetMs ?? FIRST_ATTEMPT_BUDGET_MS }, queue);
+  }
+
+  /**
+   * The graceful stop of the provider calls, begun with the queue's stop: starts none any more and
+   * waits (up to a bound, STOP_GRACE_MS) for those under way to be recorded, first attempts
+   * handed over to stand-by jobs included (DeliveryRuns.stop). Before the executors and storage close.
+   */
+  stopCalls(options: CallsStopOptions = {}): Promise<void> {
+    return this.deliveries.stop(options);
   }
 
   /** Stops the render threads (after the queue stopped). */
