@@ -233,9 +233,14 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
   // before the API answers.
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  /** A start stopped part-way goes no further (no second banner, no listening): stop() exits the process. */
+  const unlessStopping = async () => {
+    if (stopping) await new Promise<never>(() => {});
+  };
   await deps.storage.migrate();
   await checkSecretKey(deps);
   const created = await bootstrapIfEmpty(deps);
+  await unlessStopping();
   if (created) {
     bannerDue = () => {
       bannerDue = null;
@@ -246,11 +251,16 @@ async function serve(role: 'all' | 'api' | 'worker', config: ReturnType<typeof l
     // One services object for the whole process: the API and its workers (role all) share it.
     const services = buildServices(deps);
     app = role === 'worker' ? null : await buildApp(deps, services);
+    await unlessStopping();
     // Listening before the workers start: a job due at start that calls this server (the
     // development carrier's status callbacks) finds it answering.
     if (app) await app.listen({ port: config.port, host: config.host });
+    await unlessStopping();
     workers = role === 'api' ? null : await startWorkers(deps, services);
+    await unlessStopping();
   } catch (err) {
+    // Storage closed under the start by stop(): not a failure of the start.
+    await unlessStopping();
     // The account exists from now on: its key must not be lost with a start that failed after it.
     bannerDue?.();
     throw err;
