@@ -66,7 +66,8 @@ export interface RunnerOptions {
  */
 export type GraceTimer = (ms: number, signal: AbortSignal) => Promise<void>;
 
-const realGraceTimer: GraceTimer = (ms, signal) =>
+/** The GraceTimer of a running server: a real timer (also the delivery calls' stop grace, DeliveryRuns.stop). */
+export const realGraceTimer: GraceTimer = (ms, signal) =>
   new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, ms);
     signal.addEventListener(

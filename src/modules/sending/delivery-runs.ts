@@ -1,6 +1,6 @@
 import type { Deps } from '../../deps.js';
 import { DeliveryError } from '../../channels/types.js';
-import { backoffDelay } from '../../queue/runner.js';
+import { type GraceTimer, backoffDelay, realGraceTimer } from '../../queue/runner.js';
 import { type JobContext, type JobToEnqueue, type Queue, RetryJobError } from '../../queue/port.js';
 import type { AttemptOutcome } from '../delivery/ledger.js';
 import type { UsersService } from '../users/users.service.js';
@@ -48,8 +48,8 @@ export const HANDOVER_DELAY_MS = 5 * 60_000;
  */
 export const STOP_GRACE_MS = 10_000;
 
-/** Resolves once `ms` have passed, or at once when `signal` aborts (tests end it by hand). */
-export type StopGraceTimer = (ms: number, signal: AbortSignal) => Promise<void>;
+/** Waits out the stop grace: the queue's GraceTimer (tests end it by hand). */
+export type StopGraceTimer = GraceTimer;
 
 /** How a stop waits for the provider calls under way (DeliveryRuns.stop). */
 export interface CallsStopOptions {
@@ -138,7 +138,7 @@ export class DeliveryRuns {
    * one to its stand-by job) as after a crash. Idempotent.
    */
   stop(options: CallsStopOptions = {}): Promise<void> {
-    this.stopped ??= this.waitForCalls(options.stopGraceMs ?? STOP_GRACE_MS, options.stopGraceTimer ?? realStopGraceTimer);
+    this.stopped ??= this.waitForCalls(options.stopGraceMs ?? STOP_GRACE_MS, options.stopGraceTimer ?? realGraceTimer);
     return this.stopped;
   }
 
@@ -485,19 +485,6 @@ export class DeliveryRuns {
     return failed;
   }
 }
-
-const realStopGraceTimer: StopGraceTimer = (ms, signal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener(
-      'abort',
-      () => {
-        clearTimeout(timer);
-        resolve();
-      },
-      { once: true },
-    );
-  });
 
 /** Memoises lookups shared by the calls of one batch (an environment's email provider, say). */
 function batchScope(): BatchScope {
