@@ -157,16 +157,20 @@ export class PgBossQueue implements Queue, JobBackend {
   /**
    * One statement over pg-boss's fetch index (job_i5: name, start_after, on jobs not yet
    * active): proportional to the backlog, never to the completed jobs kept for the archive.
+   * Every queue pg-boss knows is listed, at 0 when nothing waits, as the embedded queue lists
+   * every job name in its table: the same series on both engines from a process's first scrape.
    */
   async depths(): Promise<QueueDepth[]> {
     await this.ready();
     const rows = await this.exec<{ name: string; due: string; delayed: string; oldest: number | string | null }>(
       this.db,
-      `SELECT name,
-              count(*) FILTER (WHERE start_after <= now()) AS due,
-              count(*) FILTER (WHERE start_after > now()) AS delayed,
-              extract(epoch FROM now() - min(start_after) FILTER (WHERE start_after <= now()))::float8 AS oldest
-         FROM ${this.schema}.job WHERE state < 'active' GROUP BY name`,
+      `SELECT q.name,
+              count(j.id) FILTER (WHERE j.start_after <= now()) AS due,
+              count(j.id) FILTER (WHERE j.start_after > now()) AS delayed,
+              extract(epoch FROM now() - min(j.start_after) FILTER (WHERE j.start_after <= now()))::float8 AS oldest
+         FROM ${this.schema}.queue q
+         LEFT JOIN ${this.schema}.job j ON j.name = q.name AND j.state < 'active'
+        GROUP BY q.name`,
       [],
     );
     return rows.map((r) => ({ name: r.name, due: Number(r.due), delayed: Number(r.delayed), oldestDueSeconds: Math.max(0, Number(r.oldest ?? 0)) }));

@@ -167,6 +167,13 @@ describe.each(STORAGE_KINDS)('queue gauges (%s)', (kind) => {
     expect(m.value('clarion_queue_jobs', { queue: 'message.process', state: 'delayed' })).toBe(1);
     expect(m.value('clarion_queue_oldest_due_seconds', { queue: 'message.process' })).toBe(0);
 
+    // A name whose jobs are all done is listed at 0 from the first scrape, on both engines.
+    const finished = await t.deps.queue.enqueue(t.deps.db, 'visibility.finished', { n: 3 });
+    expect(await t.deps.queue.cancel(t.deps.db, finished)).toBe(true);
+    const listed = await scrapeMetrics(t.app);
+    expect(listed.value('clarion_queue_jobs', { queue: 'visibility.finished', state: 'due' })).toBe(0);
+    expect(listed.value('clarion_queue_oldest_due_seconds', { queue: 'visibility.finished' })).toBe(0);
+
     // Drained: the series stay, at 0.
     expect(await t.deps.queue.cancel(t.deps.db, due)).toBe(true);
     const drained = await scrapeMetrics(t.app);
