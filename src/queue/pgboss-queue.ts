@@ -6,6 +6,7 @@ import { uuidv7 } from 'uuidv7';
 import type { Ids } from '../clock.js';
 import { type BatchJobHandler, type BatchWorkOptions, type EnqueueOptions, type JobHandler, type JobToEnqueue, type Queue, type QueueDepth, type WorkOptions, keyedJobId, type JobDb } from './port.js';
 import { type ClaimedJob, type JobBackend, JobRunner } from './runner.js';
+import { retryDeadlock } from '../storage/errors.js';
 import { deferred, prepared } from '../storage/pg-prepared.js';
 import { type CommonQueueOptions, resolveMaxAttempts } from './sqlite-queue.js';
 
@@ -481,17 +482,4 @@ function groupByName(jobs: ClaimedJob[]): Map<string, { uuids: string[]; tokens:
 /** Jobs in the order their rows are locked everywhere in this file: by name, then id. */
 function sortedByRow(jobs: ClaimedJob[]): ClaimedJob[] {
   return [...jobs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-}
-
-const DEADLOCK_RETRIES = 3;
-
-/** Runs a statement (or transaction) again when PostgreSQL chose it as a deadlock victim. */
-async function retryDeadlock<T>(run: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await run();
-    } catch (err) {
-      if ((err as { code?: string }).code !== '40P01' || attempt > DEADLOCK_RETRIES) throw err;
-    }
-  }
 }

@@ -1,6 +1,7 @@
 import type SQLite from 'better-sqlite3';
 import { type Kysely, type Updateable, sql } from 'kysely';
 import { type Dialect, heldSqlite } from '../../storage/db.js';
+import { retryDeadlock } from '../../storage/errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { TransitionRow } from './events.js';
@@ -160,7 +161,18 @@ export class WebhooksRepository {
    * recorded either commits before the delete, whose statements then remove its attempts, or
    * waits for it and finds the endpoint gone.
    */
+  /**
+   * Locks the endpoint, then deletes its attempts, deliveries and itself. A worker transaction
+   * that holds one of its deliveries and then writes a row referencing the endpoint (an attempt, a
+   * new delivery: the foreign key takes a share lock on the endpoint's row) waits for this while
+   * this waits for it; PostgreSQL aborts one. Either order of locking has such a partner (the
+   * worker also locks endpoints before deliveries), so a delete chosen as the victim runs again.
+   */
   deleteEndpoint(scope: EnvScope, id: string): Promise<boolean> {
+    return retryDeadlock(() => this.deleteEndpointOnce(scope, id));
+  }
+
+  private deleteEndpointOnce(scope: EnvScope, id: string): Promise<boolean> {
     return this.transaction(async ({ db }) => {
       let found = db.selectFrom('webhook_endpoints').select('id').where('account_id', '=', scope.accountId).where('env_id', '=', scope.envId).where('id', '=', id);
       if (this.lockRows) found = found.forUpdate();
