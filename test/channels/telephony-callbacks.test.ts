@@ -92,7 +92,7 @@ describe.each(STORAGE_KINDS)('telephony with Twilio configured: REST, retries an
     const res = await callback('/telephony/twilio/call-status', { CallSid: sid, CallStatus: 'completed', CallDuration: '75', AccountSid: peer.accountSid }, peer.authToken);
     expect(res.status).toBe(204);
     const record = await settled(trackingId, 'call_delivered_at');
-    expect(record).toMatchObject({ call_delivered_code: 'completed', call_delivered_duration: 75, call_delivered_cost: 0.028, call_delivered_cost_internal: 0.028, call_sent_from: FROM });
+    expect(record).toMatchObject({ call_delivered_code: 'COMPLETED', call_delivered_duration: 75, call_delivered_cost: 0.028, call_delivered_cost_internal: 0.028, call_sent_from: FROM });
   });
 
   it('retries 429 and 5xx answers with backoff and records every attempt', async () => {

@@ -27,7 +27,7 @@ describe.each(STORAGE_KINDS)('calls end to end through the local development car
       call_routing: 'SEND',
       call_preview: 'The server <db-1> is down & needs you',
       call_sent_from: from,
-      call_delivered_code: 'completed',
+      call_delivered_code: 'COMPLETED',
       // 8 words at 2.5 words a second; one started minute at $0.014.
       call_delivered_duration: 4,
       call_delivered_cost: 0.014,

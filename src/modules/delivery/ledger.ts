@@ -55,7 +55,7 @@ export interface ProviderStatus {
   /** Readable failure code, e.g. UNDELIVERED, BUSY, NO_ANSWER (recorded as <channel>_failed_code). */
   code?: string;
   internal?: string;
-  /** Channel log fields to merge, e.g. {call_delivered_code: 'completed', call_delivered_cost: 0.013}. */
+  /** Channel log fields to merge, e.g. {call_delivered_code: 'COMPLETED', call_delivered_cost: 0.013}. */
   extra?: Record<string, unknown>;
 }
 

@@ -122,7 +122,7 @@ export class TelephonyCallbacks {
         providerMessageId: sid,
         status: 'delivered',
         extra: {
-          call_delivered_code: 'completed',
+          call_delivered_code: 'COMPLETED',
           ...(Number.isFinite(duration) ? { call_delivered_duration: duration } : {}),
           ...(cost !== undefined ? { call_delivered_cost: cost, call_delivered_cost_internal: cost } : {}),
         },
