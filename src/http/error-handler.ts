@@ -4,6 +4,7 @@ import { distance } from 'fastest-levenshtein';
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { Ids } from '../clock.js';
 import { AppError, type ErrorCode, errorBody } from '../errors.js';
+import { notServedFix } from './hosted-only.js';
 import { nulInUrl } from './json-body.js';
 import type { App } from './types.js';
 
@@ -99,7 +100,7 @@ export function installErrorHandling(app: App): void {
         .header('allow', allowed.join(', '))
         .send(errorBody(request.id, 'METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}.`, `Use ${allowed.join(', ')}.`));
     }
-    return reply.status(404).send(errorBody(request.id, 'ROUTE_NOT_FOUND', `No route ${request.method} ${path}.`, 'See /openapi.json for the available routes.'));
+    return reply.status(404).send(errorBody(request.id, 'ROUTE_NOT_FOUND', `No route ${request.method} ${path}.`, notServedFix(path) ?? 'See /openapi.json for the available routes.'));
   });
 
   // Fastify's own 503 while closing has no Error body (return503OnClosing is off in app.ts).

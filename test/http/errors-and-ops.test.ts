@@ -49,6 +49,30 @@ describe.each(STORAGE_KINDS)('errors, logs and operations (%s)', (kind) => {
     expect(res.json().trackingId).toMatch(/^[0-9a-f-]{36}$/);
   });
 
+  it("says why the pingram SDK's operations of the hosted service and the voice operations are not served", async () => {
+    for (const [method, url] of [
+      ['GET', '/account/organization'],
+      ['POST', '/account/supabase/configure'],
+      ['POST', '/billing'],
+      ['GET', '/organization/usage/history'],
+      ['DELETE', '/members/someone'],
+      ['POST', '/profile/accept_invite'],
+      ['POST', '/insights'],
+      ['POST', '/editor/token'],
+    ] as const) {
+      const res = await app.inject({ method, url, headers: auth() });
+      expect(res.statusCode, url).toBe(404);
+      expect(res.json().error, url).toMatchObject({ code: 'ROUTE_NOT_FOUND', fix: expect.stringContaining('not part of self-hosted Clarion') });
+    }
+    const voice = await app.inject({ method: 'POST', url: '/voice/call', headers: auth() });
+    expect(voice.json().error).toMatchObject({ code: 'ROUTE_NOT_FOUND', fix: expect.stringContaining('voice operations') });
+    // Only whole segments: a path that merely starts with the same letters is an ordinary miss.
+    for (const url of ['/membership', '/insightsx', '/no/such/route']) {
+      const res = await app.inject({ method: 'GET', url, headers: auth() });
+      expect(res.json().error.fix, url).toBe('See /openapi.json for the available routes.');
+    }
+  });
+
   it('answers invalid JSON with INVALID_JSON', async () => {
     const res = await app.inject({
       method: 'POST',
