@@ -90,6 +90,35 @@ describe.each(STORAGE_KINDS)('in-app notifications (%s)', (kind) => {
     expect(ids(await list(u, '?count=2&before=undefined'))).toEqual(['n11', 'n10']);
   });
 
+  it('pages through notifications that share a date without losing any (the client pages with before = the last date it got)', async () => {
+    const u = user();
+    const base = Date.parse('2026-03-01T00:00:00.000Z');
+    // One worker batch stores its rows at one instant: groups of 4 with one date each.
+    const stored: string[] = [];
+    for (let i = 0; i < 14; i++) {
+      const trackingId = `t${String(i).padStart(2, '0')}`;
+      stored.push(trackingId);
+      await service.store(t.deps.db, input(u, { trackingId, date: new Date(base + Math.floor(i / 4) * 1000).toISOString() }));
+    }
+    for (const count of [1, 2, 3, 5]) {
+      const seen: string[] = [];
+      let before = '';
+      for (let pages = 0; pages < 20; pages++) {
+        const page = await list(u, `?count=${count}${before ? `&before=${before}` : ''}`);
+        if (page.length === 0) break;
+        expect(page.length, `count ${count}`).toBeGreaterThanOrEqual(Math.min(count, stored.length - seen.length));
+        seen.push(...page.map((n) => n.id as string));
+        before = page.at(-1)!.date as string;
+      }
+      expect(seen, `count ${count}`).toEqual([...stored].reverse());
+    }
+    // A page is extended by the rest of its last date's group, and only then (groups: t12-t13, t08-t11, ...).
+    expect((await list(u, '?count=1')).map((n) => n.id)).toEqual(['t13', 't12']);
+    expect((await list(u, '?count=2')).map((n) => n.id)).toEqual(['t13', 't12']);
+    expect((await list(u, '?count=3')).map((n) => n.id)).toEqual(['t13', 't12', 't11', 't10', 't09', 't08']);
+    expect((await list(u, '?count=6')).map((n) => n.id)).toEqual(['t13', 't12', 't11', 't10', 't09', 't08']);
+  });
+
   it('rejects a malformed before or count with VALIDATION_FAILED', async () => {
     for (const query of ['?before=yesterday-ish', '?count=0', '?count=abc', '?count=5000']) {
       const res = await t.app.inject({ method: 'GET', url: `/user/inapp${query}`, headers: basic(t.account.clientId, 'u') });

@@ -92,13 +92,23 @@ export class InappRepository {
     return this.scoped(scope).selectAll().where('tracking_id', 'in', trackingIds).execute();
   }
 
-  /** Newest first; `before` is exclusive; expired rows are left out. */
-  list(scope: InappScope, options: { before?: string; count: number; now: string }): Promise<InappRow[]> {
-    let query = this.scoped(scope)
-      .selectAll()
-      .where((eb) => eb.or([eb('exp_date', 'is', null), eb('exp_date', '>', options.now)]));
+  /**
+   * Newest first; `before` is exclusive; expired rows are left out. Clients page with `before` set
+   * to the date of the last notification they got (the SDKs' protocol has no other cursor), and
+   * several notifications can share a date (one worker batch stores its rows at one instant): a
+   * page that ended inside such a group would lose the rest of it to the next page's exclusive
+   * `before`. So a full page is extended with the rest of its last date's group, a few rows over
+   * `count` at most, and the next page starts strictly older.
+   */
+  async list(scope: InappScope, options: { before?: string; count: number; now: string }): Promise<InappRow[]> {
+    const visible = () => this.scoped(scope).selectAll().where((eb) => eb.or([eb('exp_date', 'is', null), eb('exp_date', '>', options.now)]));
+    let query = visible();
     if (options.before !== undefined) query = query.where('date', '<', options.before);
-    return query.orderBy('date', 'desc').orderBy('tracking_id', 'desc').limit(options.count).execute();
+    const page = await query.orderBy('date', 'desc').orderBy('tracking_id', 'desc').limit(options.count).execute();
+    const last = page.at(-1);
+    if (page.length < options.count || !last) return page;
+    const rest = await visible().where('date', '=', last.date).where('tracking_id', '<', last.tracking_id).orderBy('tracking_id', 'desc').execute();
+    return rest.length === 0 ? page : [...page, ...rest];
   }
 
   async countUnseen(scope: InappScope, now: string): Promise<number> {
