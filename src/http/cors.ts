@@ -10,7 +10,7 @@ import type { App } from './types.js';
  * server API (secret keys, account tokens) answers no CORS: a browser must never hold those.
  */
 const BROWSER_PATH =
-  /^\/[^/?]+\/users\/[^/?]+\/|^\/user\/inapp(?:[/?]|$)|^\/users\/(?:account-metadata|[^/?]+\/slack-(?:channels|oauth))(?:\?|$)|^\/components\/public(?:\?|$)/;
+  /^\/[^/?]+\/users\/[^/?]+(?:[/?]|$)|^\/user\/inapp(?:[/?]|$)|^\/users\/(?:account-metadata|[^/?]+\/slack-(?:channels|oauth))(?:\?|$)|^\/components\/public(?:\?|$)/;
 
 /**
  * CORS with @fastify/cors on the browser routes, for the origins of CLARION_CORS_ORIGINS (`*` by

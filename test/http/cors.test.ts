@@ -33,6 +33,12 @@ describe('CORS, default: any origin on the in-app routes', () => {
     // The preferences route of the same client too.
     const prefs = await t.app.inject(preflight(`/${t.account.clientId}/users/ada/preferences`, 'https://shop.example', 'POST'));
     expect(prefs.headers['access-control-allow-origin']).toBe('*');
+    // The user's own record at its documented path, without a trailing slash (identify, user.get).
+    const user = await t.app.inject(preflight(`/${t.account.clientId}/users/ada`, 'https://shop.example', 'POST'));
+    expect(user.statusCode).toBe(204);
+    expect(user.headers['access-control-allow-origin']).toBe('*');
+    const read = await t.app.inject({ method: 'GET', url: `/${t.account.clientId}/users/ada`, headers: { origin: 'https://shop.example', ...basic(t.account.clientId, 'ada') } });
+    expect(read.headers['access-control-allow-origin']).toBe('*');
   });
 
   it('gives the server API no CORS headers, preflight or not', async () => {
