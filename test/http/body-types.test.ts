@@ -81,4 +81,15 @@ describe.each(STORAGE_KINDS)('JSON body types as sent (%s)', (kind) => {
     expect(page.json<{ broadcasts: unknown[] }>().broadcasts).toHaveLength(2);
     expectErrorBody(await call('GET', '/broadcasts?limit=two'), 400, 'VALIDATION_FAILED', /limit/);
   });
+
+  it('a query number that reads as Infinity is refused, not passed to SQL or let past its maximum', async () => {
+    const query = (await call('POST', '/logs/query', {})).json<{ queryId: string }>();
+    for (const url of ['/logs', '/broadcasts', '/outbox', '/dev-carrier/messages', '/dev-carrier/calls', '/inbound-emails', '/numbers/available?countryCode=US&', `/logs/query/${query.queryId}?`]) {
+      for (const limit of ['1e309', 'Infinity', '-Infinity']) {
+        const target = url.endsWith('?') || url.endsWith('&') ? `${url}limit=${limit}` : `${url}?limit=${limit}`;
+        expectErrorBody(await call('GET', target), 400, 'VALIDATION_FAILED', /limit/);
+      }
+    }
+    expect((await call('GET', '/broadcasts?limit=1e1')).statusCode).toBe(200);
+  });
 });
