@@ -74,10 +74,22 @@ describe.each(STORAGE_KINDS)('authentication (%s)', (kind) => {
       `Basic ${Buffer.from(`${t.account.clientId}:wrong`).toString('base64')}`,
       `Basic ${Buffer.from(`unknown:${t.account.clientSecret}`).toString('base64')}`,
       'Basic %%%',
+      `Basic ${Buffer.from('a\0b:x').toString('base64')}`,
+      `Basic ${Buffer.from(`${t.account.clientId}:${t.account.clientSecret}\0`).toString('base64')}`,
     ];
     for (const authorization of cases) {
       const res = await t.app.inject({ method: 'GET', url: '/account', headers: { authorization } });
       expect(res.statusCode, authorization).toBe(401);
+      expect(res.json().error.code).toBe('UNAUTHORIZED');
+    }
+    // An end user's credentials with a NUL: refused on the in-app routes, on both engines alike.
+    for (const credentials of [`${t.account.clientId}:a\0b`, `${t.account.clientId}\0:ada`]) {
+      const authorization = `Basic ${Buffer.from(credentials).toString('base64')}`;
+      for (const method of ['GET', 'PATCH'] as const) {
+        const res = await t.app.inject({ method, url: '/user/inapp/unread', headers: { authorization }, ...(method === 'PATCH' ? { payload: {} } : {}) });
+        expect(res.statusCode, `${method} ${JSON.stringify(credentials)}`).toBe(401);
+        expect(res.json().error.code).toBe('UNAUTHORIZED');
+      }
     }
   });
 

@@ -121,6 +121,8 @@ export class AuthService {
     const decoded = Buffer.from(encoded, 'base64').toString('utf8');
     const colon = decoded.indexOf(':');
     if (colon <= 0) throw unauthorized('Basic credentials must be clientId:clientSecret.');
+    // No id or secret holds one, and PostgreSQL refuses it in a query parameter (a 500 there).
+    if (decoded.includes('\0')) throw unauthorized('Basic credentials must not contain a NUL character.');
     const clientId = decoded.slice(0, colon);
     const secret = decoded.slice(colon + 1);
     const env = await this.environments.findForAuthentication(clientId);

@@ -38,6 +38,8 @@ export function parseInappBasic(header: string | undefined, expectedUserId?: str
   const decoded = Buffer.from(match[1], 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
   if (colon <= 0) throw inappUnauthorized('Basic credentials must be clientId:userId or clientId:userId:userHash.');
+  // As everywhere else a NUL is refused at the boundary (PostgreSQL cannot take it in a query).
+  if (decoded.includes('\0')) throw inappUnauthorized('Basic credentials must not contain a NUL character.');
   const clientId = decoded.slice(0, colon);
   const rest = decoded.slice(colon + 1);
   if (expectedUserId !== undefined) {
