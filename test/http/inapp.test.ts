@@ -157,6 +157,26 @@ describe.each(STORAGE_KINDS)('in-app notifications (%s)', (kind) => {
     expect((await list(u)).every((n) => n.seen === true)).toBe(true);
   });
 
+  it('reads dates in ISO forms and epochs only: free text and days that do not exist are refused, not stored as another date', async () => {
+    const u = user();
+    await service.store(t.deps.db, input(u, { trackingId: 'd1' }));
+    const patch = (payload: object) => t.app.inject({ method: 'PATCH', url: '/user/inapp', headers: basic(t.account.clientId, u), payload });
+    for (const archived of ['hello 12', 'May 5', '-5', '2026-02-30', '2026-13-01', 'Dec 7 2026']) {
+      const res = await patch({ trackingIds: ['d1'], archived });
+      expect(res.statusCode, archived).toBe(400);
+      expect(res.json().error.code).toBe('VALIDATION_FAILED');
+    }
+    expect((await list(u))[0].archived).toBeUndefined();
+    for (const before of ['-5', 'May%201', '2026-02-30']) {
+      const res = await t.app.inject({ method: 'GET', url: `/user/inapp?before=${before}`, headers: basic(t.account.clientId, u) });
+      expect(res.statusCode, before).toBe(400);
+    }
+    // A reply's date as an epoch number, as the README lists it.
+    const replied = await patch({ trackingIds: ['d1'], reply: { date: Date.parse('2026-01-15T10:09:00.000Z'), message: 'On my way' } });
+    expect(replied.statusCode, replied.body).toBe(200);
+    expect((await list(u))[0].replies).toEqual([{ date: '2026-01-15T10:09:00.000Z', message: 'On my way' }]);
+  });
+
   it('sets, clears and appends statuses and replies with PATCH /user/inapp', async () => {
     const u = user();
     await service.store(t.deps.db, input(u, { trackingId: 'p1' }));

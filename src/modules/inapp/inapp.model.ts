@@ -1,4 +1,5 @@
 import { invalid } from '../../errors.js';
+import { isCalendarDateTime } from '../../http/schemas.js';
 import type { InappRow } from './inapp.repository.js';
 
 export interface InappReply {
@@ -96,7 +97,10 @@ export function parseInstant(value: unknown, field: string): string | undefined 
   if (typeof value === 'string') {
     const text = value.trim();
     if (text === '' || text === 'undefined' || text === 'null') return undefined;
-    date = /^\d+(\.\d+)?$/.test(text) ? fromEpoch(Number(text)) : new Date(text);
+    // Only ISO forms: Date alone reads "May 1", "hello 12" or "-5" as some date of 2001 (in the
+    // server's zone) and rolls 2026-02-30 over into March.
+    if (/^\d+(\.\d+)?$/.test(text)) date = fromEpoch(Number(text));
+    else if (isCalendarDateTime(text)) date = new Date(text);
   } else if (typeof value === 'number' && Number.isFinite(value)) {
     date = fromEpoch(value);
   }

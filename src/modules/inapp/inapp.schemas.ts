@@ -1,9 +1,14 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { MAX_PAGE_SIZE, MAX_REPLIES_PER_NOTIFICATION, MAX_REPLY_BYTES } from './inapp.service.js';
 
-const Reply = Type.Object(
-  { date: Type.String({ maxLength: 100 }), message: Type.String({ maxLength: MAX_REPLY_BYTES, description: `at most ${MAX_REPLY_BYTES} bytes in UTF-8` }) },
-  { $id: 'InappReply' },
+const ReplyMessage = Type.String({ maxLength: MAX_REPLY_BYTES, description: `at most ${MAX_REPLY_BYTES} bytes in UTF-8` });
+
+const Reply = Type.Object({ date: Type.String({ maxLength: 100 }), message: ReplyMessage }, { $id: 'InappReply' });
+
+/** A reply as a PATCH gives it: its date an ISO string or epoch seconds/milliseconds, as a string or a number (stored as ISO text). */
+const ReplyInput = Type.Object(
+  { date: Type.Union([Type.String({ maxLength: 100 }), Type.Number()], { description: 'ISO date or epoch seconds/milliseconds' }), message: ReplyMessage },
+  { $id: 'InappReplyInput' },
 );
 
 const Enabled = Type.Object({ enabled: Type.Boolean() }, { additionalProperties: true });
@@ -44,7 +49,7 @@ export const InappNotificationSchema = Type.Object(
   { $id: 'InappNotification' },
 );
 
-export const SHARED_SCHEMAS = [Reply, InappNotificationSchema];
+export const SHARED_SCHEMAS = [Reply, ReplyInput, InappNotificationSchema];
 
 export const ListQuery = Type.Object({
   before: Type.Optional(Type.String({ description: 'epoch (s or ms) or ISO date; only notifications before it' })),
@@ -77,10 +82,11 @@ export const PatchBody = Type.Object({
   archived: Type.Optional(StatusValue),
   actioned1: Type.Optional(StatusValue),
   actioned2: Type.Optional(StatusValue),
-  reply: Type.Optional(Type.Ref('InappReply')),
-  replies: Type.Optional(Type.Array(Type.Ref('InappReply'), { maxItems: MAX_REPLIES_PER_NOTIFICATION })),
+  reply: Type.Optional(Type.Ref('InappReplyInput')),
+  replies: Type.Optional(Type.Array(Type.Ref('InappReplyInput'), { maxItems: MAX_REPLIES_PER_NOTIFICATION })),
 });
-export type PatchBodyType = Static<typeof PatchBody> & { reply?: { date: string; message: string }; replies?: { date: string; message: string }[] };
+type ReplyInputType = { date: string | number; message: string };
+export type PatchBodyType = Static<typeof PatchBody> & { reply?: ReplyInputType; replies?: ReplyInputType[] };
 
 export const MarkSeenBody = Type.Object({
   trackingId: Type.Optional(Type.String()),

@@ -62,9 +62,12 @@ export interface InappStatusPatch {
   archived?: unknown;
   actioned1?: unknown;
   actioned2?: unknown;
-  reply?: InappReply;
-  replies?: InappReply[];
+  /** Replies to append; `date` as the client sent it (ISO text or epoch, parseInstant reads it). */
+  reply?: InappReplyInput;
+  replies?: InappReplyInput[];
 }
+
+type InappReplyInput = Omit<InappReply, 'date'> & { date: string | number };
 
 export const DEFAULT_PAGE_SIZE = 10;
 export const MAX_PAGE_SIZE = 1000;
