@@ -30,6 +30,10 @@ export async function installCors(app: App, origins: Config['corsOrigins']): Pro
         methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
         allowedHeaders: ['Authorization', 'Content-Type'],
         maxAge: 600,
+        // A strict preflight answers an OPTIONS without Origin or Access-Control-Request-Method
+        // with a text/plain 400 of the plugin's own, not the Error body; such an OPTIONS is
+        // answered as a preflight (204, the same headers), which tells its sender all it could ask.
+        strictPreflight: false,
       });
     },
   });

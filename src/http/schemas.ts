@@ -14,7 +14,7 @@ export const ChannelSchema = Type.Union(CHANNELS.map((c) => Type.Literal(c)));
 export const ErrorBodySchema = Type.Object(
   {
     trackingId: Type.String(),
-    error: Type.Object({ code: Type.String(), message: Type.String(), fix: Type.Optional(Type.String()) }),
+    error: Type.Object({ code: Type.String(), message: Type.String(), fix: Type.String() }),
   },
   { $id: 'ErrorBody' },
 );

@@ -184,7 +184,7 @@ describe.each(STORAGE_KINDS)('email engagement: tracking and one-click unsubscri
       const res = await fetch(url, { redirect: 'manual' });
       expect(res.status, url).toBe(404);
       const body = (await res.json()) as { trackingId: string; error: { code: string; message: string; fix?: string } };
-      expect(body.error).toEqual({ code: 'NOT_FOUND', message: 'Not found.' });
+      expect(body.error).toEqual({ code: 'NOT_FOUND', message: 'Not found.', fix: 'The link is not valid; use a link from the email as it was sent.' });
       expect(body.trackingId).toBeTruthy();
     }
     const res = await fetch(local(https), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' });

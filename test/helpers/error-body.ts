@@ -3,7 +3,7 @@ import { expect } from 'vitest';
 /** The spec's Error body of a failed request, as a test reads it back. */
 export interface ErrorBodyOf {
   trackingId: string;
-  error: { code: string; message: string; fix?: string };
+  error: { code: string; message: string; fix: string };
 }
 
 /** Asserts a response is the Error body with this status, code and message; answers the body. */
@@ -14,6 +14,8 @@ export function expectErrorBody(res: { statusCode: number; json(): unknown }, st
   expect(body.trackingId.length).toBeGreaterThan(0);
   expect(body.error.code).toBe(code);
   expect(body.error.message).toMatch(message);
+  expect(typeof body.error.fix, 'every error body says what to do').toBe('string');
+  expect(body.error.fix.length).toBeGreaterThan(0);
   return body;
 }
 

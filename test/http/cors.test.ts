@@ -39,6 +39,11 @@ describe('CORS, default: any origin on the in-app routes', () => {
     expect(user.headers['access-control-allow-origin']).toBe('*');
     const read = await t.app.inject({ method: 'GET', url: `/${t.account.clientId}/users/ada`, headers: { origin: 'https://shop.example', ...basic(t.account.clientId, 'ada') } });
     expect(read.headers['access-control-allow-origin']).toBe('*');
+    // An OPTIONS that is not a whole preflight is never a bare text/plain 400.
+    for (const headers of [{}, { origin: 'https://shop.example' }]) {
+      const bare = await t.app.inject({ method: 'OPTIONS', url: '/user/inapp', headers });
+      expect(bare.statusCode, JSON.stringify(headers)).toBe(204);
+    }
   });
 
   it('gives the server API no CORS headers, preflight or not', async () => {

@@ -34,7 +34,7 @@ const DEEP = `${'['.repeat(10_000)}${']'.repeat(10_000)}`;
 const HUGE_NUMBERS = [1e308, -1e308, 1e20, 2 ** 63];
 const BAD_DATES = ['2026-02-30T10:00:00Z', '2026-13-01', '2026-06-01T25:00:00Z', '+275760-09-13T00:00:00.001Z', '-271821-04-19T23:59:59Z', '99999-01-01'];
 const LEAF_MUTATIONS: unknown[] = ['nul\u0000here', '\u0000', ...HUGE_NUMBERS, ...BAD_DATES, { deep: JSON.parse(`${'['.repeat(200)}${']'.repeat(200)}`) }];
-const QUERY_MUTATIONS = ['%00', 'a%00b', '%ED%A0%80', '%C0%80', '1e308', '-1e308', '1e20', '9223372036854775808', ...BAD_DATES.map(encodeURIComponent)];
+const QUERY_MUTATIONS = ['%00', 'a%00b', '%ED%A0%80', '%C0%80', '1e308', '-1e308', '1e309', 'Infinity', '1e20', '9223372036854775808', ...BAD_DATES.map(encodeURIComponent)];
 const PATH_MUTATIONS = ['%00', 'a%00b', '%ED%A0%80', '%C0%80', '%E0%A4%A', '%', '%zz', '1e308', '9223372036854775808', ...BAD_DATES.map(encodeURIComponent)];
 // A sample value must never lead anywhere but loopback: URLs and hosts point at a closed local port.
 const LOOPBACK_URL = 'http://127.0.0.1:9/fuzz';
@@ -221,14 +221,14 @@ describe.each(STORAGE_KINDS)('fuzzing every operation of /openapi.json (%s)', (k
         const where = `${probe.method} ${op.path} [${probe.label}] -> ${res.statusCode}`;
         if (res.statusCode >= 500) failures.push(`${where}: ${res.body.slice(0, 200)}`);
         if (res.statusCode < 400 || probe.twilio) continue;
-        let body: { trackingId?: unknown; error?: { code?: string; message?: unknown } } | undefined;
+        let body: { trackingId?: unknown; error?: { code?: string; message?: unknown; fix?: unknown } } | undefined;
         try {
           body = res.json();
         } catch {
           body = undefined;
         }
         const code = body?.error?.code as keyof typeof ERROR_STATUS | undefined;
-        const ok = typeof body?.trackingId === 'string' && code !== undefined && ERROR_STATUS[code] === res.statusCode && typeof body?.error?.message === 'string';
+        const ok = typeof body?.trackingId === 'string' && code !== undefined && ERROR_STATUS[code] === res.statusCode && typeof body?.error?.message === 'string' && typeof body?.error?.fix === 'string';
         if (!ok) failures.push(`${where}: not the Error body: ${res.body.slice(0, 200)}`);
       }
     }

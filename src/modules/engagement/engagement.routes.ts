@@ -15,7 +15,7 @@ const TrackingSettingSchema = Type.Object({
 });
 
 /** Every refusal of a token looks the same: forged, altered, of another kind, environment gone. */
-const refused = () => new AppError('NOT_FOUND', 'Not found.');
+const refused = () => new AppError('NOT_FOUND', 'Not found.', 'The link is not valid; use a link from the email as it was sent.');
 
 const HtmlPage = (description: string) => withErrors({ 200: MediaResponse('text/html', description) });
 
