@@ -55,6 +55,17 @@ describe('answers written outside the routes carry the Error body', () => {
     expectErrorBody(await rawRequest(port, get(`/users/${'a'.repeat(MAX_PATH_SEGMENT_LENGTH + 1)}`)), 414, 'URI_TOO_LONG');
   });
 
+  it('an Idempotency-Key sent twice is refused, not joined into one key "a, b"', async () => {
+    const body = JSON.stringify({ type: 'twice', to: { id: 'ada' }, inapp: { title: 'x' } });
+    const post = (headers: string) =>
+      `POST /send HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n${headers}\r\n${body}`;
+    const twice = await rawRequest(port, post('Idempotency-Key: a\r\nidempotency-key: b\r\n'));
+    expectErrorBody(twice, 400, 'VALIDATION_FAILED');
+    expect(JSON.parse(twice.body).error.message).toContain('Idempotency-Key');
+    const once = await rawRequest(port, post('Idempotency-Key: a, b\r\n'));
+    expect(once.status, once.body).toBe(200);
+  });
+
   it('a doubled slash (a client base URL ending in "/") reaches the route', async () => {
     const res = await rawRequest(port, get('//account'));
     expect(res.status, res.body).toBe(200);

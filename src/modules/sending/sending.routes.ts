@@ -10,8 +10,8 @@ import { directSendRoutes } from './direct-sends.routes.js';
 
 export function context(req: FastifyRequest): SendContext {
   const key = req.headers['idempotency-key'];
-  if (Array.isArray(key) || (key !== undefined && (key.length === 0 || key.length > 255))) {
-    throw new AppError('VALIDATION_FAILED', 'Idempotency-Key must be one value of 1 to 255 characters.');
+  if (Array.isArray(key) || (key !== undefined && (key.length === 0 || key.length > 255 || repeatedHeader(req.raw.rawHeaders, 'idempotency-key')))) {
+    throw new AppError('VALIDATION_FAILED', 'Idempotency-Key must be one value of 1 to 255 characters.', 'Send the header once, with one key per distinct request.');
   }
   return {
     accountId: req.auth.accountId,
@@ -20,6 +20,13 @@ export function context(req: FastifyRequest): SendContext {
     ip: req.ip,
     agent: req.headers['user-agent'],
   };
+}
+
+/** Whether `name` (lower case) is sent more than once: Node joins repeated headers it does not know into one value ("a, b"). */
+function repeatedHeader(rawHeaders: string[], name: string): boolean {
+  let seen = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i].length === name.length && rawHeaders[i].toLowerCase() === name && ++seen > 1) return true;
+  return false;
 }
 
 const ClientParams = Type.Object({ clientId: Type.String() });
