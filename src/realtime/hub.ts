@@ -7,11 +7,40 @@ export interface SocketHubOptions {
   maxSocketsPerKey?: number;
   /** Unsent bytes a socket may hold (`bufferedAmount`) after a send before it is dropped (default 1 MiB). */
   maxBufferedBytes?: number;
+  /** How long close() lets a socket answer its close frame before terminating it (default SHUTDOWN_CLOSE_GRACE_MS). */
+  shutdownGraceMs?: number;
 }
 
 /** Close codes of the hub (application range 4000-4999). */
 export const CLOSE_TOO_MANY_SOCKETS = 4008;
 export const CLOSE_TOO_MUCH_UNSENT = 4009;
+/** RFC 6455 "going away": every socket is closed with it when the server stops. */
+export const CLOSE_GOING_AWAY = 1001;
+export const SHUTTING_DOWN_REASON = 'server shutting down';
+
+/**
+ * How long a socket has, once the server stops, to answer its close frame before it is
+ * terminated. ws waits 30 s by default: one client that never answers (anyone may open a socket)
+ * would hold the process past `docker stop`'s 10 s, which kills it before the workers release
+ * their jobs. A responsive client answers within a round trip, and one cut off has still read
+ * the close frame and its code.
+ */
+export const SHUTDOWN_CLOSE_GRACE_MS = 1_000;
+
+/**
+ * Sends every socket a close frame and terminates those that have not finished closing within
+ * `graceMs` (including any already closing for another reason); resolves once all are closed.
+ */
+export function closeWithin(sockets: Iterable<WebSocket>, code: number, reason: string, graceMs: number): Promise<void> {
+  const open = [...sockets].filter((socket) => socket.readyState !== socket.CLOSED);
+  if (open.length === 0) return Promise.resolve();
+  const closed = open.map((socket) => new Promise<void>((resolve) => socket.once('close', () => resolve())));
+  for (const socket of open) socket.close(code, reason);
+  const deadline = setTimeout(() => {
+    for (const socket of open) socket.terminate();
+  }, graceMs);
+  return Promise.all(closed).then(() => clearTimeout(deadline));
+}
 
 /**
  * Open websockets grouped by a key (e.g. environment + user), in this process. Sockets leave
@@ -23,12 +52,14 @@ export class SocketHub {
   private readonly heartbeatMs: number;
   readonly maxSocketsPerKey: number;
   readonly maxBufferedBytes: number;
+  private readonly shutdownGraceMs: number;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(options: SocketHubOptions = {}) {
     this.heartbeatMs = options.heartbeatMs ?? 30_000;
     this.maxSocketsPerKey = options.maxSocketsPerKey ?? 10;
     this.maxBufferedBytes = options.maxBufferedBytes ?? 1024 * 1024;
+    this.shutdownGraceMs = options.shutdownGraceMs ?? SHUTDOWN_CLOSE_GRACE_MS;
   }
 
   /**
@@ -97,14 +128,17 @@ export class SocketHub {
     return closed;
   }
 
-  /** Closes every socket (1001 going away), e.g. on shutdown. */
+  /**
+   * Closes every socket (1001 going away), e.g. on shutdown; one that does not answer within the
+   * grace is terminated. Behind Fastify the websocket plugin's preClose (websocket.ts) has closed
+   * them the same way already, before the app's onClose hooks call this.
+   */
   close(): void {
-    for (const group of this.groups.values()) {
-      for (const socket of group) socket.close(1001, 'server shutting down');
-    }
+    const sockets = [...this.groups.values()].flatMap((group) => [...group]);
     this.groups.clear();
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    void closeWithin(sockets, CLOSE_GOING_AWAY, SHUTTING_DOWN_REASON, this.shutdownGraceMs);
   }
 
   /** Leaves the group at once (no further sends), then closes. */
