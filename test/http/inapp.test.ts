@@ -348,4 +348,26 @@ describe.each(STORAGE_KINDS)('in-app notifications (%s)', (kind) => {
     const foreign = await t.app.inject({ method: 'GET', url: `/user/inapp?userId=${u}`, headers: { authorization: `Bearer ${other.apiKey}` } });
     expect(foreign.json().notifications).toEqual([]);
   });
+
+  it('lets the client credentials (Basic clientId:clientSecret) act for ?userId=, as the other server credentials do', async () => {
+    const u = user();
+    await service.store(t.deps.db, input(u, { trackingId: 'by-client' }));
+    const res = await t.app.inject({ method: 'GET', url: `/user/inapp?userId=${u}`, headers: basic(t.account.clientId, t.account.clientSecret) });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().notifications.map((n: { id: string }) => n.id)).toEqual(['by-client']);
+    const count = await t.app.inject({ method: 'GET', url: `/user/inapp/unread?userId=${u}`, headers: basic(t.account.clientId, t.account.clientSecret) });
+    expect(count.json()).toEqual({ count: 1 });
+    // Without ?userId= the same header shape is an end user's clientId:userId, as before.
+    await service.store(t.deps.db, input(t.account.clientSecret, { trackingId: 'named-like-the-secret' }));
+    const own = await t.app.inject({ method: 'GET', url: '/user/inapp', headers: basic(t.account.clientId, t.account.clientSecret) });
+    expect(own.json().notifications.map((n: { id: string }) => n.id)).toEqual(['named-like-the-secret']);
+    // An end user's Basic credentials with a ?userId= still act for that end user only.
+    const enduser = await t.app.inject({ method: 'GET', url: `/user/inapp?userId=${u}`, headers: basic(t.account.clientId, 'someone-else') });
+    expect(enduser.statusCode).toBe(200);
+    expect(enduser.json().notifications).toEqual([]);
+    // Another environment's client credentials never read this one's users.
+    const other = await t.newAccount();
+    const foreign = await t.app.inject({ method: 'GET', url: `/user/inapp?userId=${u}`, headers: basic(other.clientId, other.clientSecret) });
+    expect(foreign.json().notifications ?? []).toEqual([]);
+  });
 });

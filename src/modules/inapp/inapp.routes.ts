@@ -5,7 +5,7 @@ import { AppError, invalid } from '../../errors.js';
 import { withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { ensureWebsocketSupport } from '../../realtime/websocket.js';
-import { type AuthService, requireEnv } from '../auth/auth.service.js';
+import { type AuthContext, type AuthService, requireEnv } from '../auth/auth.service.js';
 import { type InappAuthenticator, inappUnauthorized, parseInappBasic } from './inapp.auth.js';
 import type { InappScope } from './inapp.repository.js';
 import {
@@ -73,9 +73,31 @@ export async function inappRoutes(
       req.inappScope = await authenticator.actingFor(auth, userId, str(query.userIdHash));
       return;
     }
+    const actingFor = str(query.userId);
+    const server = actingFor && header ? await clientCredentials(header, str(query.envId)) : undefined;
+    if (server && actingFor) {
+      req.inappScope = await authenticator.actingFor(server, actingFor, str(query.userIdHash));
+      return;
+    }
     const credentials = parseInappBasic(header);
     if (!credentials) throw inappUnauthorized('Missing in-app credentials.');
     req.inappScope = await authenticator.authenticate(credentials);
+  }
+
+  /**
+   * Basic clientId:clientSecret with `?userId=`: the environment's client credentials acting for
+   * that user, as the other server credentials do (README: Permission matrix). The same header
+   * shape is an end user's clientId:userId, so credentials that are not the client's are read as
+   * the end user's (undefined here), as before.
+   */
+  async function clientCredentials(header: string, envId: string | undefined): Promise<AuthContext | undefined> {
+    if (!/^basic\s/i.test(header)) return undefined;
+    try {
+      return await accountAuth.authenticate(header, envId);
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'UNAUTHORIZED') return undefined;
+      throw err;
+    }
   }
 
   async function pathAuth(req: FastifyRequest): Promise<void> {
