@@ -145,6 +145,36 @@ describe('SMTP provider against a local SMTP server', () => {
     expect((await peer.waitFor(1))[0].envelope.to).toEqual(['ada@example.test']);
   });
 
+  it.each([
+    ['cc', { cc: ['cc1@example.test'], bcc: undefined }, 'cc1@example.test'],
+    ['bcc', { cc: undefined, bcc: ['audit@example.test'] }, 'audit@example.test'],
+  ])('550 on the recipient while a %s is accepted: the same permanent failure as when all are refused', async (_kind, copies, other) => {
+    peer = await startSmtpPeer({ reject: { 'ada@example.test': 550 } });
+    provider = new SmtpEmailProvider({ url: peer.url });
+    const d = (await provider.send(message(copies)).catch((e: unknown) => e)) as DeliveryError;
+    expect(d).toBeInstanceOf(DeliveryError);
+    expect(d.code).toBe('SMTP_RECIPIENT_REJECTED');
+    expect(d.retryable).toBe(false);
+    expect(d.options).toMatchObject({ recipientInvalid: true, recipient: 'ada@example.test', providerCode: '550 5.1.1' });
+    // The server took it for the copy: the failure says so, without naming who.
+    expect(d.message).toMatch(/^The server rejected ada@example\.test: 550 5\.1\.1 .*; it accepted the message for 1 other recipient \(cc\/bcc\)$/);
+    expect(d.message).not.toContain(other);
+    expect((await peer.waitFor(1))[0].envelope.to).toEqual([other]);
+  });
+
+  it('451 on the recipient while a cc is accepted: retryable, not a bad address', async () => {
+    peer = await startSmtpPeer({ reject: { 'ada@example.test': 451 } });
+    provider = new SmtpEmailProvider({ url: peer.url });
+    const d = (await provider.send(message()).catch((e: unknown) => e)) as DeliveryError;
+    expect(d).toBeInstanceOf(DeliveryError);
+    expect(d.code).toBe('SMTP_RECIPIENT_DEFERRED');
+    expect(d.retryable).toBe(true);
+    expect(d.options.recipientInvalid).toBeFalsy();
+    expect(d.options).toMatchObject({ recipient: 'ada@example.test', providerCode: '451 4.3.0' });
+    expect(d.message).toMatch(/^The server deferred ada@example\.test: 451 4\.3\.0 .*; it accepted the message for 2 other recipients \(cc\/bcc\); a retry sends it to them again$/);
+    expect((await peer.waitFor(1))[0].envelope.to.sort()).toEqual(['audit@example.test', 'cc1@example.test']);
+  });
+
   it('never reads a cc or bcc entry as a list of recipients (sends accepted before entries were checked)', async () => {
     peer = await startSmtpPeer();
     provider = new SmtpEmailProvider({ url: peer.url });
@@ -154,6 +184,24 @@ describe('SMTP provider against a local SMTP server', () => {
     expect(rcpt).toContain('ada@example.test');
     expect(rcpt).not.toContain('extra1@example.test');
     expect(rcpt).not.toContain('extra2@example.test');
+  });
+
+  it.each([
+    ['998 characters without a space (the send schema\'s limit)', 'x'.repeat(998)],
+    ['a 3,000-character word of encoded-word specials between words (a rendered template subject has no limit)', `Hi ${'a_b=c?d:e/'.repeat(300)} there`],
+    ['long words with non-ASCII and encoded-word look-alikes', `é${'=?utf-8?q?z?='.repeat(100)}${'w'.repeat(1200)}?`],
+    ['a word of 997 characters, the longest that folds as it is', `Subject of ${'v'.repeat(997)}`],
+  ])('a subject of %s: no header line over 998 octets, and it reads back exactly', async (_name, subject) => {
+    peer = await startSmtpPeer();
+    provider = new SmtpEmailProvider({ url: peer.url });
+    await provider.send(message({ subject }));
+    const [got] = await peer.waitFor(1);
+    const raw = got.raw.toString('latin1');
+    const head = raw.slice(0, raw.indexOf('\r\n\r\n'));
+    const longest = Math.max(...raw.split('\r\n').map((line) => line.length));
+    expect(longest).toBeLessThanOrEqual(998);
+    expect(head).toMatch(/^Subject:/m);
+    expect(got.parsed.subject).toBe(subject);
   });
 
   it('451 on RCPT: retryable, not a bad address', async () => {

@@ -1,5 +1,6 @@
 import { compile } from 'html-to-text';
 import type Mail from 'nodemailer/lib/mailer/index.js';
+import { encodeWord } from 'nodemailer/lib/mime-funcs/index.js';
 import type { EmailMessage, EmailTracking } from '../types.js';
 import { type AttachmentFetchOptions, type ResolvedAttachment, resolveAttachments } from './attachments.js';
 
@@ -178,6 +179,29 @@ export function normalizeMessageId(messageId: string, fromAddress: string): stri
   return `${bare}@${domain}`;
 }
 
+/**
+ * RFC 5322 §2.1.1: no header line over 998 characters. nodemailer folds a header only at
+ * whitespace, a word that does not fit going alone on a continuation line after one space, so a
+ * plain subject with a run of 998 or more non-blank characters (the send schema allows 998, a
+ * rendered template subject any length) made a longer line. Such a subject goes as RFC 2047
+ * encoded-words instead: they may be cut anywhere, fold into short lines, and read back as the
+ * same text (nodemailer leaves valid encoded-words as they are; a non-ASCII subject it encodes
+ * itself). Every other subject is passed as written.
+ */
+const LONGEST_FOLDABLE_WORD = 997;
+
+export function foldableSubject(subject: string): string {
+  if (subject.length <= LONGEST_FOLDABLE_WORD) return subject;
+  let run = 0;
+  for (let i = 0; i < subject.length; i++) {
+    // Space and tab are where the folding breaks (CR and LF become spaces, other controls get encoded).
+    const c = subject.charCodeAt(i);
+    if (c === 0x20 || c === 0x09) run = 0;
+    else if (++run > LONGEST_FOLDABLE_WORD) return encodeWord(subject, 'Q', 52);
+  }
+  return subject;
+}
+
 export interface ComposedEmail {
   options: Mail.Options;
   messageId: string;
@@ -205,7 +229,7 @@ export async function composeEmail(message: EmailMessage, fetchOptions: Attachme
     ...(message.replyTo?.length ? { replyTo: message.replyTo.map(oneAddress) } : {}),
     ...(message.cc?.length ? { cc: message.cc.map(oneAddress) } : {}),
     ...(message.bcc?.length ? { bcc: message.bcc.map(oneAddress) } : {}),
-    subject: message.subject,
+    subject: foldableSubject(message.subject),
     html,
     text,
     messageId: `<${messageId}>`,

@@ -3,7 +3,7 @@ import { resolvePublicAddress } from '../../net/ssrf.js';
 import { DeliveryError, type DeliveryResult, type EmailMessage, type EmailProvider } from '../types.js';
 import { PlainTextCache, composeEmail } from './compose.js';
 import { MimeBuilder } from './mime-builder.js';
-import { SmtpPool } from './smtp-pool.js';
+import { SmtpPool, type SmtpSentInfo } from './smtp-pool.js';
 
 /** Where and how to reach an SMTP server, read from `smtp[s]://user:pass@host:port?options`. */
 export interface SmtpEndpoint {
@@ -98,6 +98,41 @@ export function smtpStatus(response: string | undefined, responseCode?: number):
   return responseCode ? String(responseCode) : undefined;
 }
 
+/** The server's answer to RCPT TO for one recipient: a 5xx is a bad address for good, anything else is worth retrying. */
+function recipientRefused(recipient: string, code: number, response: string, afterwards = ''): DeliveryError {
+  const providerCode = smtpStatus(response, code);
+  if (code >= 500) {
+    return new DeliveryError('SMTP_RECIPIENT_REJECTED', `The server rejected ${recipient}: ${response}${afterwards}`, {
+      retryable: false,
+      providerCode,
+      recipient,
+      recipientInvalid: true,
+    });
+  }
+  return new DeliveryError('SMTP_RECIPIENT_DEFERRED', `The server deferred ${recipient}: ${response}${afterwards}`, { retryable: true, providerCode, recipient });
+}
+
+/**
+ * The user's own address refused at RCPT TO while a cc or bcc was accepted: nodemailer sends the
+ * message to the others and reports the refusal only in `rejected`. The delivery is the user's,
+ * so it fails as when every recipient is refused: a 5xx bounces and suppresses the address; a 4xx
+ * is retried, since greylisting answers a first attempt so and failing would lose the user's mail.
+ * The copies went out all the same: the failure says how many, not who (the send's request names
+ * them; the EMAIL_FAILED webhook carries the failure text and keeps a bcc blind). A retry sends the
+ * whole message again (with PIPELINING, DATA is on its way before the refusal is read, and nothing
+ * recorded between attempts says who has it), so the copies may arrive twice, with the same
+ * Message-ID: at least once, as every delivery. `user`: the user's address as it went into the
+ * envelope (nodemailer's normalised form; first, as To comes before Cc and Bcc).
+ */
+export function userRefused(info: Pick<SmtpSentInfo, 'accepted' | 'rejected' | 'rejectedErrors'>, user: string | undefined): DeliveryError | undefined {
+  if (!user || !info.rejected?.includes(user)) return undefined;
+  const own = info.rejectedErrors?.find((e) => e.recipient === user);
+  const code = own?.responseCode ?? 0;
+  const others = info.accepted?.length ?? 0;
+  const afterwards = `; it accepted the message for ${others} other recipient${others === 1 ? '' : 's'} (cc/bcc)${code >= 500 ? '' : '; a retry sends it to them again'}`;
+  return recipientRefused(user, code, (own?.response ?? 'refused at RCPT TO').slice(0, 500), afterwards);
+}
+
 /** Turns what nodemailer threw into the engine's DeliveryError (retryable or not, whose fault). */
 export function classifySmtpError(error: unknown, message: Pick<EmailMessage, 'to'>): DeliveryError {
   if (error instanceof DeliveryError) return error;
@@ -107,22 +142,7 @@ export function classifySmtpError(error: unknown, message: Pick<EmailMessage, 't
   if (err.code === 'EENVELOPE' && err.command === 'RCPT TO') {
     // All recipients rejected. Report the primary recipient's own answer when it is among them.
     const own = err.rejectedErrors?.find((e) => e.recipient?.toLowerCase() === message.to.address.toLowerCase()) ?? err.rejectedErrors?.[0] ?? err;
-    const code = own.responseCode ?? err.responseCode ?? 0;
-    const providerCode = smtpStatus(own.response, code);
-    const recipient = own.recipient ?? message.to.address;
-    if (code >= 500) {
-      return new DeliveryError('SMTP_RECIPIENT_REJECTED', `The server rejected ${recipient}: ${own.response ?? text}`, {
-        retryable: false,
-        providerCode,
-        recipient,
-        recipientInvalid: true,
-      });
-    }
-    return new DeliveryError('SMTP_RECIPIENT_DEFERRED', `The server deferred ${recipient}: ${own.response ?? text}`, {
-      retryable: true,
-      providerCode,
-      recipient,
-    });
+    return recipientRefused(own.recipient ?? message.to.address, own.responseCode ?? err.responseCode ?? 0, own.response ?? text);
   }
   if (err.code === 'EENVELOPE' && !err.responseCode) {
     // Rejected by nodemailer itself before talking to the server: a malformed address.
@@ -229,6 +249,9 @@ export class SmtpEmailProvider implements EmailProvider {
     try {
       const { envelope, raw } = await this.mime.build(composed.options, message.dkim);
       const info = await pool.send(envelope, raw);
+      // Checked only when someone was refused: the common send pays one length test.
+      const refused = info.rejected?.length ? userRefused(info, envelope.to[0]) : undefined;
+      if (refused) throw refused;
       return {
         providerMessageId: composed.messageId,
         response: info.response,
