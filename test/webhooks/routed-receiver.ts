@@ -3,9 +3,11 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * What a path answers: a status and body at once; 'hold' keeps each request until release()
- * answers it; 'hang' never answers (until the receiver closes).
+ * answers it; 'hang' never answers (until the receiver closes); `{ trickle: status, everyMs }`
+ * answers that status at once, then writes a byte every `everyMs` and never ends the body (until
+ * the client or the receiver closes the connection).
  */
-export type RouteAction = { status: number; body?: string } | 'hold' | 'hang';
+export type RouteAction = { status: number; body?: string } | 'hold' | 'hang' | { trickle: number; everyMs: number };
 
 export interface RoutedRequest {
   path: string;
@@ -20,6 +22,8 @@ export interface RoutedRequest {
  */
 export class RoutedReceiver {
   readonly requests: RoutedRequest[] = [];
+  /** Trickled answers whose connection the client closed. */
+  closedTrickles = 0;
   private readonly routes = new Map<string, RouteAction>();
   private readonly held = new Map<string, http.ServerResponse[]>();
   private readonly open = new Set<http.ServerResponse>();
@@ -37,6 +41,17 @@ export class RoutedReceiver {
         if (action === 'hang' || action === 'hold') {
           this.open.add(res);
           if (action === 'hold') this.held.set(path, [...(this.held.get(path) ?? []), res]);
+          return;
+        }
+        if ('trickle' in action) {
+          this.open.add(res);
+          res.writeHead(action.trickle, { 'content-type': 'text/plain' });
+          res.write('x');
+          const drip = setInterval(() => res.write('x'), action.everyMs);
+          res.on('close', () => {
+            clearInterval(drip);
+            if (this.open.delete(res)) this.closedTrickles++;
+          });
           return;
         }
         res.writeHead(action.status).end(action.body ?? '');

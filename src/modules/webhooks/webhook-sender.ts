@@ -15,7 +15,10 @@ export interface PostResult {
 }
 
 export interface WebhookSenderOptions {
-  /** The whole exchange, connection to last byte (the issue: 2xx within 15 s). */
+  /**
+   * The whole exchange, from resolving the host to the last byte (the issue: a 2xx within 15 s
+   * is success). A status that came in time is the answer, its body cut at this deadline.
+   */
   timeoutMs: number;
   allowPrivateNetworks: boolean;
   /** Addresses let through even with the guard on (tests and benches aim at loopback). */
@@ -33,49 +36,166 @@ const RESPONSE_DRAIN_BYTES = 64 * 1024;
 const MAX_POOLS = 1000;
 const MAX_TARGETS = 10_000;
 
+type Answer = Omit<PostResult, 'durationMs' | 'error'>;
+
+/** What the deadline reports when no status came in time (toFetchError reads it as TIMEOUT). */
+class DeadlineError extends Error {
+  override name = 'TimeoutError';
+}
+
 /**
- * One request on the agent through undici's dispatch API with a handler of its own: the status,
- * the headers and the first 4 KB of the body, read on to 64 KB so the connection can be reused
- * and closed past that. A response body stream, as request() makes, cost about 10 µs CPU per
+ * One request, from its start to its answer, as undici's dispatch handler: the status, the
+ * headers and the first 4 KB of the body, read on to 64 KB so the connection can be reused and
+ * closed past that. A response body stream, as request() makes, cost about 10 µs CPU per
  * delivery more (bench webhooks: the stream, its listeners and the top-level URL parsing).
+ *
+ * The status is the answer (a 2xx is success): once it has come, whatever ends the body (its
+ * end, the 64 KB cut, the deadline, a closed connection) answers that status with the body read
+ * so far. At the deadline the request is aborted, which closes its connection, so a body that
+ * never ends holds neither the attempt nor one of the endpoint's connections past the timeout.
  */
-function exchange(agent: Agent, options: Dispatcher.DispatchOptions): Promise<Omit<PostResult, 'durationMs' | 'error'>> {
-  return new Promise((resolve, reject) => {
-    let statusCode = 0;
-    let headers: PostResult['headers'] = {};
-    const kept: Buffer[] = [];
-    let keptBytes = 0;
-    let read = 0;
-    let cut = false;
-    const answer = () => resolve({ statusCode, headers, body: keptBytes === 0 ? '' : storableText(Buffer.concat(kept, keptBytes).toString('utf8')) });
-    agent.dispatch(options, {
-      // Present so that undici takes this for a handler of its current API (it checks for this hook).
-      onRequestStart() {},
-      onResponseStart(_controller, status, responseHeaders) {
-        // 1xx informational answers come before the final one and replace nothing kept.
-        statusCode = status;
-        headers = responseHeaders;
-      },
-      onResponseData(controller, chunk) {
-        read += chunk.length;
-        if (keptBytes < RESPONSE_KEPT_BYTES) {
-          const part = chunk.subarray(0, RESPONSE_KEPT_BYTES - keptBytes);
-          kept.push(part);
-          keptBytes += part.length;
-        }
-        if (read > RESPONSE_DRAIN_BYTES && !cut) {
-          cut = true;
-          controller.abort(new Error('response body over the drain limit'));
-        }
-      },
-      onResponseEnd: answer,
-      onResponseError(_controller, err) {
-        // Cut on purpose past the drain limit: the answer is what arrived until then.
-        if (cut) answer();
-        else reject(err);
-      },
+class Exchange implements Dispatcher.DispatchHandler {
+  readonly answer: Promise<Answer>;
+  /** The final status; 0 until it comes (1xx informational answers are not one). */
+  private statusCode = 0;
+  private headers: PostResult['headers'] = {};
+  private readonly kept: Buffer[] = [];
+  private keptBytes = 0;
+  private read = 0;
+  private controller: Dispatcher.DispatchController | null = null;
+  /** Answered, failed or abandoned: what undici reports after that changes nothing. */
+  private settled = false;
+  private resolve!: (answer: Answer) => void;
+  private reject!: (err: unknown) => void;
+
+  constructor(
+    private readonly deadlines: Deadlines,
+    /** performance.now() by which it ends. */
+    readonly deadline: number,
+  ) {
+    this.answer = new Promise((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
     });
-  });
+    deadlines.add(this);
+  }
+
+  /** The deadline passed: the status if it came, else a timeout; the request goes. */
+  expire(): void {
+    if (this.settled) return;
+    if (this.statusCode > 0) this.succeed();
+    else this.fail(new DeadlineError());
+    // Not connected yet: onRequestStart aborts it before it is written.
+    this.controller?.abort(new Error('webhook request past its deadline'));
+  }
+
+  /** Ended before its request was made (no address): nothing to answer, nothing to abort. */
+  abandon(): void {
+    this.settle();
+  }
+
+  /** Answered, failed or abandoned already. */
+  get ended(): boolean {
+    return this.settled;
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    // Connected after the deadline (or after the attempt was abandoned): the request is not sent.
+    if (this.settled) controller.abort(new Error('webhook request past its deadline'));
+    else this.controller = controller;
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, status: number, headers: PostResult['headers']): void {
+    // 1xx informational answers (102, 103) come before the final one.
+    if (status < 200) return;
+    this.statusCode = status;
+    this.headers = headers;
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.read += chunk.length;
+    if (this.keptBytes < RESPONSE_KEPT_BYTES) {
+      const part = chunk.subarray(0, RESPONSE_KEPT_BYTES - this.keptBytes);
+      this.kept.push(part);
+      this.keptBytes += part.length;
+    }
+    if (this.read > RESPONSE_DRAIN_BYTES && !this.settled) {
+      this.succeed();
+      controller.abort(new Error('response body over the drain limit'));
+    }
+  }
+
+  onResponseEnd(): void {
+    if (!this.settled) this.succeed();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    if (this.settled) return;
+    if (this.statusCode > 0) this.succeed();
+    else this.fail(err);
+  }
+
+  private succeed(): void {
+    this.settle();
+    const body = this.keptBytes === 0 ? '' : storableText(Buffer.concat(this.kept, this.keptBytes).toString('utf8'));
+    this.resolve({ statusCode: this.statusCode, headers: this.headers, body });
+  }
+
+  private fail(err: unknown): void {
+    this.settle();
+    this.reject(err);
+  }
+
+  private settle(): void {
+    this.settled = true;
+    this.deadlines.delete(this);
+  }
+}
+
+/**
+ * The deadlines of a sender's requests in flight, with one timer for all of them: a timer or an
+ * AbortSignal.timeout per request cost ~4% of the worker's CPU per delivery (bench webhooks).
+ * Every request has the same timeout, so the order they start in is the order their deadlines
+ * come in: the timer waits for the oldest one, ends what is due and waits for the next.
+ */
+class Deadlines {
+  /** In insertion order, so by deadline. */
+  private readonly pending = new Set<Exchange>();
+  private timer: NodeJS.Timeout | null = null;
+
+  add(exchange: Exchange): void {
+    this.pending.add(exchange);
+    // A timer already set fires at or before this deadline (an older one's).
+    if (this.timer === null) this.arm(exchange.deadline);
+  }
+
+  delete(exchange: Exchange): void {
+    this.pending.delete(exchange);
+  }
+
+  close(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private arm(deadline: number): void {
+    this.timer = setTimeout(() => this.expireDue(), Math.max(1, Math.ceil(deadline - performance.now())));
+    // Requests in flight keep the process alive on their own; the timer need not.
+    this.timer.unref();
+  }
+
+  private expireDue(): void {
+    this.timer = null;
+    const now = performance.now();
+    for (const exchange of this.pending) {
+      if (exchange.deadline > now) {
+        this.arm(exchange.deadline);
+        return;
+      }
+      this.pending.delete(exchange);
+      exchange.expire();
+    }
+  }
 }
 
 /** A parsed endpoint URL: where its requests go. */
@@ -103,13 +223,14 @@ interface Pool {
  * the endpoint's answer, and a failure. A keep-alive pool per endpoint at its checked address,
  * so a busy endpoint does not pay a handshake per event; a pool's address is re-resolved and
  * re-checked after dnsTtlMs. Per endpoint, not per origin: endpoints on one host sharing
- * connections would let a hanging one hold another's (its requests queued in the pool, where
- * the timeout does not run yet).
+ * connections would let a hanging one hold another's (its requests queued in the pool, spending
+ * their timeout there).
  */
 export class WebhookSender {
   private readonly pools = new Map<string, Pool>();
   private readonly targets = new Map<string, Target>();
   private readonly dnsTtlMs: number;
+  private readonly deadlines = new Deadlines();
 
   constructor(private readonly options: WebhookSenderOptions) {
     this.dnsTtlMs = options.dnsTtlMs ?? 60_000;
@@ -125,23 +246,33 @@ export class WebhookSender {
     } catch (err) {
       return { statusCode: null, headers: {}, body: '', durationMs: elapsed(), error: err instanceof SafeFetchError ? storableText(`${err.code}: ${err.message}`) : 'URL_INVALID: not a valid URL' };
     }
+    // The whole attempt (resolving, connecting, the request, the answer) ends by timeoutMs:
+    // undici's own timers (connect, headers and body idle time) do not bound it whole, and a
+    // body trickling a byte now and then would outlast the delivery's lease (timeout + 5 s), the
+    // delivery be claimed and posted again while this request is still open.
+    const exchange = new Exchange(this.deadlines, started + this.options.timeoutMs);
     try {
-      const pool = this.freshPool(poolKey, target.origin) ?? (await this.pool(poolKey, target));
-      // undici's own timers bound the exchange: connect (agent), headers and body idle time, each
-      // timeoutMs. An AbortSignal.timeout per request cost ~4% of the worker's CPU per delivery
-      // (bench webhooks: its timer, signal and listeners); a body that trickles past that is cut
-      // at 64 KB, and a worker that never returns is covered by the delivery's lease.
-      const answer = await exchange(pool.agent, {
-        origin: target.origin,
-        path: target.path,
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'user-agent': 'Clarion-Webhooks', ...headers },
-        body,
-        headersTimeout: this.options.timeoutMs,
-        bodyTimeout: this.options.timeoutMs,
-      });
-      return { ...answer, durationMs: elapsed() };
+      // Resolving can outlast the deadline too (a resolver that does not answer); an address
+      // that comes after it posts nothing (the attempt is over).
+      const pool = this.freshPool(poolKey, target.origin) ?? (await Promise.race([this.pool(poolKey, target), exchange.answer.then(() => null)]));
+      if (!pool || exchange.ended) throw new DeadlineError();
+      pool.agent.dispatch(
+        {
+          origin: target.origin,
+          path: target.path,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'user-agent': 'Clarion-Webhooks', ...headers },
+          body,
+          // undici's idle timers (its shared coarse timers, cheap) stay as a bound of their own;
+          // the deadline comes first.
+          headersTimeout: this.options.timeoutMs,
+          bodyTimeout: this.options.timeoutMs,
+        },
+        exchange,
+      );
+      return { ...(await exchange.answer), durationMs: elapsed() };
     } catch (err) {
+      exchange.abandon();
       const e = toFetchError(err, target.href, this.options.timeoutMs);
       return { statusCode: null, headers: {}, body: '', durationMs: elapsed(), error: storableText(`${e.code}: ${e.message}`) };
     }
@@ -201,6 +332,7 @@ export class WebhookSender {
   }
 
   async close(): Promise<void> {
+    this.deadlines.close();
     const all = [...this.pools.values()];
     this.pools.clear();
     await Promise.all(all.map((p) => p.agent.destroy().catch(() => {})));

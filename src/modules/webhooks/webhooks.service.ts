@@ -251,6 +251,10 @@ export class WebhooksService {
       throw invalid(`webhook "${raw.slice(0, 200)}" is not a valid URL.`, 'Give an absolute http(s) URL, e.g. https://example.com/webhooks.');
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid(`webhook must be an http(s) URL, not ${url.protocol}`, 'Give an absolute http(s) URL.');
+    // Kept as given, so that what a client set is what it reads back (the SDK's upsert then get);
+    // requests go to the parsed form. Whitespace and control characters are refused rather than
+    // quietly encoded: `https://example.com/a b` is most likely a pasting slip.
+    if (/\s/.test(raw) || [...raw].some((c) => c < ' ' || c === '\u007f')) throw invalid('webhook must not contain spaces or control characters.', 'Percent-encode them (a space is %20), or check the URL for a pasting slip.');
     if (raw.length > MAX_URL_LENGTH) throw invalid(`webhook is longer than ${MAX_URL_LENGTH} characters.`);
     if (url.username || url.password) throw invalid('webhook must not carry credentials in the URL.', 'Verify deliveries with the signature headers instead.');
     // Names are checked when each request is made (DNS can change); an address can be refused now.
