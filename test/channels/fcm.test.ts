@@ -188,6 +188,10 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
     expect(unavailable.code).toBe('FCM_UNAVAILABLE');
     expect(unavailable.retryable).toBe(true);
     expect(unavailable.options.retryAfterMs).toBeUndefined();
+
+    // A Retry-After that is neither delay-seconds nor an HTTP date is none (Date.parse read May 5 as a day of 2001).
+    peer.fail('flaky-odd', 'INTERNAL', { retryAfter: 'May 5' });
+    expect((await failure(provider.send(scope, fcm('flaky-odd'), { title: 't', message: 'm' }))).options.retryAfterMs).toBeUndefined();
   });
 
   it('SENDER_ID_MISMATCH (403) is permanent and keeps the token', async () => {

@@ -73,6 +73,11 @@ describe('Twilio REST adapter against a Twilio-protocol peer', () => {
     const limited = await failure(client.sendMessage({ to: '+14155550123', from: '+14155550100', body: 'x' }));
     expect(limited).toMatchObject({ code: 'PROVIDER_RATE_LIMITED', retryable: true });
     expect(limited.options.retryAfterMs).toBe(7000);
+    // Not delay-seconds: no Retry-After at all ("" read by Number was 0, "-5" a past date).
+    for (const value of ['', '1.5', 'soon']) {
+      peer.failNext({ status: 429, body: { code: 20429, message: 'Too Many Requests', status: 429 }, headers: { 'retry-after': value } });
+      expect((await failure(client.sendMessage({ to: '+14155550123', from: '+14155550100', body: 'x' }))).options.retryAfterMs, JSON.stringify(value)).toBeUndefined();
+    }
 
     peer.failNext({ status: 503 });
     expect(await failure(client.sendMessage({ to: '+14155550123', from: '+14155550100', body: 'x' }))).toMatchObject({ code: 'PROVIDER_UNAVAILABLE', retryable: true });

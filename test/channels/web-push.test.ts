@@ -136,6 +136,8 @@ describe('web push adapter against a local push service', () => {
     expect(parseRetryAfter('Thu, 15 Jan 2026 10:01:00 GMT', now)).toBe(60_000);
     expect(parseRetryAfter('Thu, 15 Jan 2026 09:00:00 GMT', now)).toBe(0);
     expect(parseRetryAfter('soon', now)).toBeUndefined();
+    // Not RFC 9110 forms: Date.parse read these as days of 2001, a retry at once.
+    for (const value of ['-5', '1.5', 'May 5', '2026-01-15T10:01:00Z']) expect(parseRetryAfter(value, now), value).toBeUndefined();
     expect(parseRetryAfter(undefined, now)).toBeUndefined();
     const long = webPushPayload({ title: 't', message: 'é'.repeat(5000) });
     expect(long.length).toBeLessThanOrEqual(MAX_WEB_PUSH_PLAINTEXT);

@@ -1,4 +1,5 @@
 import { type Dispatcher, request } from 'undici';
+import { retryAfterMs as readRetryAfter } from '../../net/retry-after.js';
 import { SafeFetchError, pinnedAgent, resolvePublicAddress } from '../../net/ssrf.js';
 
 /** A small HTTP exchange with Google's endpoints: status, headers and at most `maxBytes` of body. */
@@ -84,13 +85,7 @@ export async function post(url: string, options: PostOptions): Promise<HttpAnswe
   }
 }
 
-/** Retry-After in milliseconds (delta-seconds or an HTTP date), or undefined. */
+/** Retry-After in milliseconds (delay-seconds or an HTTP date, src/net/retry-after.ts), or undefined. */
 export function retryAfterMs(headers: HttpAnswer['headers'], now: Date): number | undefined {
-  const raw = headers['retry-after'];
-  const value = Array.isArray(raw) ? raw[0] : raw;
-  if (!value) return undefined;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const date = Date.parse(value);
-  if (Number.isNaN(date)) return undefined;
-  return Math.max(0, date - now.getTime());
+  return readRetryAfter(headers['retry-after'], now) ?? undefined;
 }

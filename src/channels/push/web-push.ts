@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type WebPushLibrary from 'web-push';
+import { retryAfterMs } from '../../net/retry-after.js';
 import { SafeFetchError, type HostLookup } from '../../net/ssrf.js';
 import { PushTransport } from './web-push-transport.js';
 import { type VapidCredentials, VapidTokenCache } from './web-push-vapid.js';
@@ -135,16 +136,8 @@ export class WebPushSender {
 
 /** Retry-After as delay-seconds or an HTTP-date (RFC 9110 section 10.2.3), in ms from now; capped at an hour. */
 export function parseRetryAfter(value: string | string[] | undefined, now: Date): number | undefined {
-  const raw = (Array.isArray(value) ? value[0] : value)?.trim();
-  if (!raw) return undefined;
-  let ms: number;
-  if (/^\d+$/.test(raw)) ms = Number(raw) * 1000;
-  else {
-    const at = Date.parse(raw);
-    if (Number.isNaN(at)) return undefined;
-    ms = Math.max(0, at - now.getTime());
-  }
-  return Math.min(ms, MAX_RETRY_AFTER_MS);
+  const ms = retryAfterMs(value, now);
+  return ms === null ? undefined : Math.min(ms, MAX_RETRY_AFTER_MS);
 }
 
 /** The notification a service worker receives (`event.data.json()`), trimmed to fit one record. */

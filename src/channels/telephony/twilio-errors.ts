@@ -52,7 +52,8 @@ export function deliveryErrorFromResponse(status: number, body: TwilioErrorBody 
   const text = `Twilio answered ${status}${code ? ` (error ${code})` : ''}: ${body?.message ?? 'no error message'}`;
   const providerCode = code ? String(code) : String(status);
   if (status === 429 || status >= 500) {
-    const seconds = retryAfter !== null ? Number(retryAfter) : NaN;
+    // Twilio sends delay-seconds; anything else ("" included, which Number reads as 0) is none.
+    const seconds = retryAfter !== null && /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter) : NaN;
     return new DeliveryError(status === 429 ? 'PROVIDER_RATE_LIMITED' : 'PROVIDER_UNAVAILABLE', text, {
       retryable: true,
       providerCode,
