@@ -2,7 +2,6 @@
 // to a sent email is linked to its trackingId and its log fields are set; EMAIL_INBOUND reaches a
 // webhook endpoint signed; new mail is recorded too; unknown recipients are refused at RCPT,
 // oversized mail at SIZE and after DATA, malformed mail after DATA; environments stay apart.
-import net from 'node:net';
 import nodemailer, { type Transporter } from 'nodemailer';
 import { verify as pingramVerify } from 'pingram/webhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,38 +10,10 @@ import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { smtpDialogue } from './smtp-dialogue.js';
 
 const DOMAIN = 'in.clarion.test';
 const MAX_BYTES = 64 * 1024;
-
-/** A bare SMTP dialogue: sends each line after the previous answer, returns every answer. */
-async function smtpDialogue(port: number, lines: string[]): Promise<string[]> {
-  const socket = net.connect(port, '127.0.0.1');
-  const answers: string[] = [];
-  let buffer = '';
-  let waiting: ((line: string) => void) | null = null;
-  socket.on('data', (chunk) => {
-    buffer += chunk.toString('utf8');
-    // A reply ends with a line whose code is followed by a space.
-    const match = /(?:^|\r\n)(\d{3}) [^\r\n]*\r\n$/.exec(buffer);
-    if (match && waiting) {
-      const reply = buffer.trim();
-      buffer = '';
-      const w = waiting;
-      waiting = null;
-      w(reply);
-    }
-  });
-  const next = () => new Promise<string>((resolve) => (waiting = resolve));
-  answers.push(await next()); // greeting
-  for (const line of lines) {
-    const answer = next();
-    socket.write(`${line}\r\n`);
-    answers.push(await answer);
-  }
-  socket.end();
-  return answers;
-}
 
 describe.each(STORAGE_KINDS)('inbound email over SMTP (%s)', (kind) => {
   let t: TestContext;
@@ -143,6 +114,27 @@ describe.each(STORAGE_KINDS)('inbound email over SMTP (%s)', (kind) => {
     const outbound = await eventually(async () => (await log(trackingId))?.email_sent_message_id as string | undefined, 15_000, 'email_sent_message_id');
     await mta.sendMail({ from: 'bob@example.com', to: `support@${DOMAIN}`, subject: 'Re: Re: Digest', text: 'more', inReplyTo: '<someone-else@example.com>', references: [outbound, '<someone-else@example.com>'] });
     expect(await log(trackingId)).toMatchObject({ email_inbound_from: 'bob@example.com', email_inbound_resolution_type: 'references', email_inbound_has_attachments: false, email_inbound_attachment_count: 0 });
+  });
+
+  it('links through any msg-id of In-Reply-To and References, comments and folding between them (RFC 5322 3.6.4), and keeps the ids alone', async () => {
+    const { trackingId } = (await call('POST', '/send', { type: 'thread', to: { id: 'dee', email: 'dee@example.com' }, email: { subject: 'Thread', html: '<p>t</p>' } })).json();
+    const outbound = await eventually(async () => (await log(trackingId))?.email_sent_message_id as string | undefined, 15_000, 'email_sent_message_id');
+    const cases: [headers: string, fields: Record<string, string>][] = [
+      [`In-Reply-To: <foo@example.net> ${outbound}`, { email_inbound_in_reply_to: `<foo@example.net> ${outbound}`, email_inbound_resolution_type: 'in_reply_to' }],
+      [`In-Reply-To: ${outbound} (message from Clarion)`, { email_inbound_in_reply_to: outbound, email_inbound_resolution_type: 'in_reply_to' }],
+      // An id in a comment is no id; folding between ids is whitespace.
+      [`In-Reply-To: (not <foo@example.net>)\r\n  <bar@example.net>\r\n ${outbound}`, { email_inbound_in_reply_to: `<bar@example.net> ${outbound}`, email_inbound_resolution_type: 'in_reply_to' }],
+      [
+        `In-Reply-To: <other@example.net>\r\nReferences: <first@example.net> (the first) ${outbound} (Clarion's)`,
+        { email_inbound_in_reply_to: '<other@example.net>', email_inbound_references: `<first@example.net> ${outbound}`, email_inbound_resolution_type: 'references' },
+      ],
+    ];
+    for (const [i, [headers, fields]] of cases.entries()) {
+      const raw = `From: dee@example.com\r\nTo: support@${DOMAIN}\r\nSubject: Re: Thread\r\nMessage-ID: <thread-${i}@example.com>\r\n${headers}\r\n\r\nthanks\r\n`;
+      expect((await mta.sendMail({ envelope: { from: 'dee@example.com', to: [`support@${DOMAIN}`] }, raw })).response).toMatch(/^250 /);
+      // The log holds the latest reply to the message.
+      expect(await log(trackingId), headers).toMatchObject({ email_inbound_message_id: `<thread-${i}@example.com>`, ...fields });
+    }
   });
 
   it('records new mail that replies to nothing, queryable with GET /inbound-emails, and emits it without a trackingId', async () => {

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { SMTPServer } from 'smtp-server';
-import { type InboundMailService, type InboundRecipient, InboundRefusal } from './inbound.service.js';
+import { INBOUND_PARSE_LIMITS, type InboundMailService, type InboundParseLimits, type InboundRecipient, InboundRefusal } from './inbound.service.js';
 
 export interface InboundSmtpOptions {
   /** 0: an ephemeral port (tests). */
@@ -10,12 +10,20 @@ export interface InboundSmtpOptions {
   maxBytes: number;
   /** Name in the greeting. */
   hostname?: string;
+  /** What a message may hold and how long its parse may take (INBOUND_PARSE_LIMITS by default; tests change them). */
+  parseLimits?: InboundParseLimits;
 }
 
 /** Recipients of one message: RCPT TO accepts at most this many (452 after). */
 const MAX_RECIPIENTS = 50;
 /** Connections at once; more are refused with 421. */
 const MAX_CLIENTS = 200;
+/**
+ * How long a session may stay silent before it is closed with 421: RFC 5321 4.5.3.2.7 has a
+ * server wait at least 5 minutes for the next command. smtp-server does not count the time the
+ * session waits for Clarion (a lookup, the message being parsed and stored).
+ */
+const IDLE_TIMEOUT_MS = 5 * 60_000;
 
 const smtpError = (responseCode: number, message: string) => Object.assign(new Error(message), { responseCode });
 
@@ -23,9 +31,10 @@ const smtpError = (responseCode: number, message: string) => Object.assign(new E
  * The inbound SMTP server (package smtp-server): plain SMTP on CLARION_INBOUND_SMTP_PORT, as the
  * last hop after an MX or a relay. RCPT TO is answered from the account addresses and the
  * List-Unsubscribe mailto addresses of sent mail (550 for any other, a tampered token included); SIZE is advertised and a larger message is refused with 552, at MAIL FROM when the
- * client declares it and after DATA otherwise; a malformed message gets 550 5.6.0; a storage
- * error 451 (the sender retries). No AUTH, no STARTTLS: it accepts mail for its own addresses
- * only, so it relays nothing.
+ * client declares it and after DATA otherwise; a malformed message, or one over the parsing
+ * limits (INBOUND_PARSE_LIMITS), gets 550 5.6.0; a storage error 451 (the sender retries); a
+ * session idle for IDLE_TIMEOUT_MS is closed. No AUTH, no STARTTLS: it accepts mail for its own
+ * addresses only, so it relays nothing.
  */
 export class InboundSmtpServer {
   private readonly server: SMTPServer;
@@ -46,7 +55,7 @@ export class InboundSmtpServer {
       rejectOversized: true,
       maxRecipients: MAX_RECIPIENTS,
       maxClients: MAX_CLIENTS,
-      socketTimeout: 60_000,
+      socketTimeout: IDLE_TIMEOUT_MS,
       onRcptTo: (address, _session, callback) => {
         this.inbound.findRecipient(address.address).then(
           (row) => callback(row ? undefined : smtpError(550, `5.1.1 <${address.address}>: no such address here (it is not an inbound address of any account)`)),
@@ -84,7 +93,7 @@ export class InboundSmtpServer {
     const recipients = (await Promise.all(addresses.map((a) => this.inbound.findRecipient(a)))).filter((r): r is InboundRecipient => !!r);
     if (recipients.length === 0) throw smtpError(550, '5.1.1 None of the recipients is an inbound address any more');
     try {
-      await this.inbound.receive(raw, recipients, client);
+      await this.inbound.receive(raw, recipients, client, this.options.parseLimits ?? INBOUND_PARSE_LIMITS);
     } catch (err) {
       if (err instanceof InboundRefusal) throw smtpError(err.responseCode, err.message);
       this.logger.error({ err }, 'inbound SMTP: could not record a message');

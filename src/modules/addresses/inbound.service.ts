@@ -1,3 +1,4 @@
+import { PassThrough } from 'node:stream';
 import type { AddressObject, ParsedMail } from 'mailparser';
 import type { Deps } from '../../deps.js';
 import { invalid } from '../../errors.js';
@@ -9,9 +10,22 @@ import type { NewWebhookEvent, WebhookOutbox } from '../webhooks/outbox.js';
 import { AddressesRepository, type RepliedDelivery } from './addresses.repository.js';
 import type { EmailAddressRow, InboundEmailRow } from './addresses.tables.js';
 import { storableText } from '../../characters.js';
+import { MIME_LIMITS, type MimeLimits, messageIds, overMimeLimits } from './inbound-mime.js';
 
 /** Text and HTML bodies are kept up to this many characters each in the log fields, the inbound record and the event. */
 export const INBOUND_BODY_MAX_CHARS = 256 * 1024;
+
+/** What a message may hold (inbound-mime.ts) and how long mailparser may take to read it. */
+export interface InboundParseLimits extends MimeLimits {
+  /**
+   * A parse still running by then is given up and the message refused: what the limits cannot
+   * see (a boundary declared in a form they do not read) may still stall mailparser for good.
+   */
+  parseDeadlineMs: number;
+}
+
+/** A 10 MB message parses in about half a second. */
+export const INBOUND_PARSE_LIMITS: InboundParseLimits = { ...MIME_LIMITS, parseDeadlineMs: 30_000 };
 
 /** Why a message is refused; `code` is the SMTP reply code. */
 export class InboundRefusal extends Error {
@@ -50,13 +64,22 @@ export interface InboundEmailView {
 
 const addressesOf = (value: AddressObject | AddressObject[] | undefined) => (value ? (Array.isArray(value) ? value : [value]) : []).flatMap((a) => a.value);
 const joined = (value: AddressObject | AddressObject[] | undefined) => addressesOf(value).map((a) => a.address).filter(Boolean).join(', ') || undefined;
-const bare = (id: string) => id.trim().replace(/^<|>$/g, '');
+/**
+ * A reply is linked through at most this many of the ids it names, the most specific first: a
+ * thread's References rarely hold more than a few dozen, and the database takes no more than some
+ * tens of thousands of values in one query (SQLite 32,766, PostgreSQL 65,535), which a header
+ * section of 512 KiB could otherwise pass.
+ */
+const MAX_LINK_IDS = 100;
+
+/** A msg-id without its angle brackets, as the delivery's provider_message_id holds it. */
+const bare = (id: string) => id.slice(1, -1);
 const cap = (text: string | undefined) => (text === undefined ? undefined : text.length > INBOUND_BODY_MAX_CHARS ? text.slice(0, INBOUND_BODY_MAX_CHARS) : text);
 
 /**
  * Mail received by the inbound SMTP server (inbound-smtp.ts): parsed with mailparser, linked to
- * the outbound email it replies to (its In-Reply-To, else the latest of its References, matched
- * against the Message-ID Clarion gave the delivery: `<deliveryId@clarion>`, stored as the
+ * the outbound email it replies to (an id of its In-Reply-To, else the latest of its References,
+ * matched against the Message-ID Clarion gave the delivery: `<deliveryId@clarion>`, stored as the
  * delivery's provider_message_id), and recorded in one transaction: the `email_inbound_*` fields
  * merged into that delivery's log through the ledger, one `inbound_emails` row per receiving
  * address (replies and new mail alike), and EMAIL_INBOUND through the webhook outbox. Mail to a
@@ -102,21 +125,18 @@ export class InboundMailService {
 
   /**
    * Parses a message and, for the recipients it was accepted for, records it (inbound addresses)
-   * or unsubscribes (mailto addresses); throws InboundRefusal when it is malformed. `client`: the
-   * sending server, as the unsubscribe records it. Returns the inbound records made.
+   * or unsubscribes (mailto addresses); throws InboundRefusal when it is malformed or over
+   * `limits`. `client`: the sending server, as the unsubscribe records it. Returns the inbound
+   * records made.
    */
-  async receive(raw: Buffer, recipients: InboundRecipient[], client: EngagementClient = {}): Promise<InboundEmailRow[]> {
-    // Loaded at the first inbound mail: some 4 MB of heap a server that receives none never holds (docs/memory.md).
-    const { simpleParser } = await import('mailparser');
-    let parsed: ParsedMail;
-    try {
-      parsed = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
-    } catch (err) {
-      throw new InboundRefusal(550, `5.6.0 Malformed message: ${(err as Error).message}`);
-    }
+  async receive(raw: Buffer, recipients: InboundRecipient[], client: EngagementClient = {}, limits: InboundParseLimits = INBOUND_PARSE_LIMITS): Promise<InboundEmailRow[]> {
+    const over = overMimeLimits(raw, limits);
+    if (over) throw new InboundRefusal(550, `5.6.0 Message over the parsing limits: ${over}`);
+    const parsed = await parse(raw, limits.parseDeadlineMs);
     // mailparser reads nearly anything; what RFC 5322 cannot do without is a header section
-    // with an originator (3.6: From is required).
-    if (parsed.headerLines.length === 0) throw new InboundRefusal(550, '5.6.0 Malformed message: no header section (RFC 5322)');
+    // with an originator (3.6: From is required). No headerLines at all: mailparser could not read
+    // the header section (past mailsplit's limit, which overMimeLimits refuses before).
+    if (!parsed.headerLines?.length) throw new InboundRefusal(550, '5.6.0 Malformed message: no header section (RFC 5322)');
     const from = addressesOf(parsed.from).find((a) => a.address);
     const messageId = parsed.messageId === undefined ? undefined : storableText(parsed.messageId);
     if (!from?.address) throw new InboundRefusal(550, '5.6.0 Malformed message: no From address (RFC 5322 3.6.2)');
@@ -126,8 +146,8 @@ export class InboundMailService {
     if (addresses.length === 0) return [];
 
     const now = this.deps.clock.now().toISOString();
-    const references = (Array.isArray(parsed.references) ? parsed.references : parsed.references ? parsed.references.split(/\s+/) : []).filter(Boolean).map(storableText);
-    const inReplyTo = parsed.inReplyTo?.trim() ? storableText(parsed.inReplyTo.trim()) : undefined;
+    const inReplyTo = headerMessageIds(parsed, 'in-reply-to').map(storableText);
+    const references = headerMessageIds(parsed, 'references').map(storableText);
     const attachments: AttachmentMeta[] = parsed.attachments.map((a) => ({ filename: a.filename ?? null, contentType: a.contentType, size: a.size }));
     const common: Record<string, unknown> = {
       email_inbound_at: now,
@@ -144,7 +164,7 @@ export class InboundMailService {
       email_inbound_attachment_count: attachments.length,
       ...(attachments.length ? { email_inbound_attachments: attachments } : {}),
       email_inbound_message_id: messageId,
-      email_inbound_in_reply_to: inReplyTo,
+      email_inbound_in_reply_to: inReplyTo.length ? inReplyTo.join(' ') : undefined,
       email_inbound_references: references.length ? references.join(' ') : undefined,
     };
     for (const key of Object.keys(common)) {
@@ -152,7 +172,7 @@ export class InboundMailService {
       else common[key] = storable(common[key]);
     }
     // The ids a reply names, most specific first: In-Reply-To, then References newest first.
-    const named = [...new Set([inReplyTo, ...references.slice().reverse()].filter((id): id is string => !!id).map(bare))];
+    const named = [...new Set([...inReplyTo, ...references.slice().reverse()].map(bare))].slice(0, MAX_LINK_IDS);
 
     return this.deps.ledger.transaction(async (tx) => {
       const repo = AddressesRepository.over(tx.db);
@@ -167,7 +187,7 @@ export class InboundMailService {
           email_inbound_id: id,
           ...common,
           email_inbound_inbox: address.full_address,
-          email_inbound_resolution_type: replied ? (inReplyTo && bare(inReplyTo) === replied.provider_message_id ? 'in_reply_to' : 'references') : 'none',
+          email_inbound_resolution_type: replied ? (inReplyTo.some((id) => bare(id) === replied.provider_message_id) ? 'in_reply_to' : 'references') : 'none',
         };
         if (replied) await tx.mergeDeliveryDetails(replied.id, fields, now);
         const row: InboundEmailRow = {
@@ -201,6 +221,41 @@ export class InboundMailService {
       return rows;
     });
   }
+}
+
+/**
+ * mailparser, bounded by a deadline. Given a stream rather than a buffer, simpleParser destroys its
+ * parser when that stream fails: the deadline fails it, so a parse that would never settle both
+ * answers and lets go of what it holds.
+ */
+async function parse(raw: Buffer, deadlineMs: number): Promise<ParsedMail> {
+  // Loaded at the first inbound mail: some 4 MB of heap a server that receives none never holds (docs/memory.md).
+  const { simpleParser } = await import('mailparser');
+  // Not destroyed at its end, so that it can still fail once mailparser has read all of it.
+  const input = new PassThrough({ autoDestroy: false });
+  let timedOut = false;
+  const deadline = setTimeout(() => {
+    timedOut = true;
+    input.destroy(new Error('parse deadline'));
+  }, deadlineMs);
+  try {
+    const parsing = simpleParser(input, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
+    input.end(raw);
+    return await parsing;
+  } catch (err) {
+    if (timedOut) throw new InboundRefusal(550, `5.6.0 Message over the parsing limits: not parsed within ${deadlineMs / 1000} s`);
+    throw new InboundRefusal(550, `5.6.0 Malformed message: ${(err as Error).message}`);
+  } finally {
+    clearTimeout(deadline);
+  }
+}
+
+/**
+ * The msg-ids of the message's In-Reply-To or References fields, read from the raw lines:
+ * mailparser takes the whole value of In-Reply-To for one id, comments and all.
+ */
+function headerMessageIds(parsed: ParsedMail, key: 'in-reply-to' | 'references'): string[] {
+  return parsed.headerLines.filter((h) => h.key === key).flatMap((h) => messageIds(h.line.slice(h.line.indexOf(':') + 1)));
 }
 
 /** The delivery of the most specific id a reply names (In-Reply-To first). */
