@@ -28,6 +28,12 @@ export function withErrors<T extends Record<number, TSchema>>(ok: T) {
 export const MessageSchema = Type.Object({ message: Type.String() });
 
 /**
+ * A success with an empty body, as the spec has it for a delete ("empty body"; its status the
+ * default 200): described for the OpenAPI document, the route sends no payload.
+ */
+export const EmptyBody = Type.Unsafe<void>({ description: 'empty body' });
+
+/**
  * A response whose body is not JSON (an image, a page, a MIME message): described for the OpenAPI
  * document only, as Fastify sends a string or Buffer body as it is.
  */

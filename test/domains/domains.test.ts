@@ -244,6 +244,6 @@ describe.each(STORAGE_KINDS)('sender domains (%s)', (kind) => {
     expect(inbox.emails.find((e: Inbound) => e.fields.email_inbound_subject === 'Help please').fields).toMatchObject({ email_inbound_subject: 'Help please', email_inbound_from: 'customer@example.org' });
     await add('pending.example.test');
     expectError(await call('POST', '/addresses', { prefix: 'x', domain: 'pending.example.test' }), 400, 'VALIDATION_FAILED', /not verified for this account/);
-    expect((await call('DELETE', '/addresses/support@example.test')).statusCode).toBe(204);
+    expect((await call('DELETE', '/addresses/support@example.test')).statusCode).toBe(200);
   });
 });

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { withErrors } from '../../http/schemas.js';
+import { EmptyBody, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { notFound } from '../../errors.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
@@ -62,10 +62,10 @@ export function addressRoutes(app: App, addresses: AddressesService, inbound: In
   );
   app.delete(
     '/addresses/:fullAddress',
-    { schema: { tags, summary: 'Delete a custom inbound address; built-in ones cannot be deleted', params: Type.Object({ fullAddress: Type.String({ minLength: 3, maxLength: 320 }) }), response: withErrors({ 204: Type.Null() }) } },
+    { schema: { tags, summary: 'Delete a custom inbound address; built-in ones cannot be deleted', params: Type.Object({ fullAddress: Type.String({ minLength: 3, maxLength: 320 }) }), response: withErrors({ 200: EmptyBody }) } },
     async (req, reply) => {
       await addresses.delete(scope(req.auth), req.params.fullAddress);
-      return reply.code(204).send(null);
+      return reply.code(200).send();
     },
   );
 

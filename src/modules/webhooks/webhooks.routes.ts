@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { IsoDateTime, MessageSchema, withErrors } from '../../http/schemas.js';
+import { EmptyBody, IsoDateTime, MessageSchema, withErrors } from '../../http/schemas.js';
 import type { App } from '../../http/types.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
 import { EVENT_TYPES } from './events.js';
@@ -79,10 +79,10 @@ export function webhookRoutes(app: App, service: WebhooksService): void {
   );
   app.delete(
     '/webhooks/events',
-    { schema: { tags, summary: 'Remove the events webhook (pingram SDK deleteEventsWebhook); empty body', response: withErrors({ 204: Type.Null() }) } },
+    { schema: { tags, summary: 'Remove the events webhook (pingram SDK deleteEventsWebhook); 200, empty body', response: withErrors({ 200: EmptyBody }) } },
     async (req, reply) => {
       await service.deleteEventsWebhook(scope(req.auth));
-      return reply.code(204).send(null);
+      return reply.code(200).send();
     },
   );
 
@@ -98,10 +98,10 @@ export function webhookRoutes(app: App, service: WebhooksService): void {
   );
   app.delete(
     '/webhooks/:endpointId',
-    { schema: { tags, summary: 'Delete a webhook endpoint; empty body', params: EndpointParams, response: withErrors({ 204: Type.Null() }) } },
+    { schema: { tags, summary: 'Delete a webhook endpoint; 200, empty body (the spec)', params: EndpointParams, response: withErrors({ 200: EmptyBody }) } },
     async (req, reply) => {
       await service.delete(scope(req.auth), req.params.endpointId);
-      return reply.code(204).send(null);
+      return reply.code(200).send();
     },
   );
   app.post(
