@@ -71,6 +71,13 @@ describe('the docs page in a browser', () => {
     const page = await context.newPage();
     const response = await page.goto(`${origin}/docs`);
     expect(response?.status()).toBe(200);
+    // Its own scripts only, framed by no other site; no upgrade of its plain-http requests to https.
+    const headers = response!.headers();
+    expect(headers['x-frame-options']).toBe('DENY');
+    expect(headers['x-content-type-options']).toBe('nosniff');
+    expect(headers['content-security-policy']).toContain("frame-ancestors 'none'");
+    expect(headers['content-security-policy']).toContain('script-src');
+    expect(headers['content-security-policy']).not.toContain('upgrade-insecure-requests');
     // The page opens on the tags (docExpansion 'none'); every tag of the document is listed.
     const tags = [...new Set(Object.values(document.paths).flatMap((item) => Object.values(item).flatMap((op) => (op as { tags?: string[] }).tags ?? [])))];
     const tagHeaders = page.locator('.opblock-tag');

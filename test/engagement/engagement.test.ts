@@ -205,6 +205,11 @@ describe.each(STORAGE_KINDS)('email engagement: tracking and one-click unsubscri
     const pageRes = await fetch(local(https));
     expect(pageRes.status).toBe(200);
     expect(pageRes.headers.get('content-type')).toMatch(/^text\/html/);
+    // Never framed by another site (a one-click button under a decoy), read as HTML, no referrer (the URL holds the token).
+    expect(pageRes.headers.get('x-frame-options')).toBe('DENY');
+    expect(pageRes.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(pageRes.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(pageRes.headers.get('referrer-policy')).toBe('no-referrer');
     const page = await pageRes.text();
     expect(page).toMatch(/<form method="post"/);
     expect(page).toContain('weekly_digest');

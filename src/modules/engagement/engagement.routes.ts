@@ -17,6 +17,19 @@ const TrackingSettingSchema = Type.Object({
 /** Every refusal of a token looks the same: forged, altered, of another kind, environment gone. */
 const refused = () => new AppError('NOT_FOUND', 'Not found.', 'The link is not valid; use a link from the email as it was sent.');
 
+/**
+ * The unsubscribe pages' headers: never cached (a token's page is one user's), never framed by
+ * another site (a page that unsubscribes with one click must not sit under a decoy), read as the
+ * HTML they are, and allowed nothing but their inline style and their form posting to itself.
+ */
+const PAGE_HEADERS = {
+  'cache-control': NO_STORE,
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'referrer-policy': 'no-referrer',
+};
+
 const HtmlPage = (description: string) => withErrors({ 200: MediaResponse('text/html', description) });
 
 const clientOf = (req: { headers: Record<string, string | string[] | undefined>; ip: string }): EngagementClient => {
@@ -96,7 +109,7 @@ export async function engagementRoutes(app: App, service: EngagementService): Pr
           `<p>Stop emails of the type <strong>${escapeHtml(target.notificationId)}</strong>?</p>` +
             `<form method="post" action=""><input type="hidden" name="List-Unsubscribe" value="One-Click"><input type="hidden" name="source" value="page"><button type="submit">Unsubscribe</button></form>`,
         );
-        return reply.header('cache-control', NO_STORE).type('text/html; charset=utf-8').send(html);
+        return reply.headers(PAGE_HEADERS).type('text/html; charset=utf-8').send(html);
       },
     );
 
@@ -107,7 +120,7 @@ export async function engagementRoutes(app: App, service: EngagementService): Pr
         const method = typeof req.body === 'string' && /(?:^|&)source=page(?:&|$)/.test(req.body) ? 'page' : 'one-click';
         if (!(await service.unsubscribe(req.params.token, clientOf(req), method))) throw refused();
         const html = page('Unsubscribed', '<p>You will not get these emails any more.</p>');
-        return reply.header('cache-control', NO_STORE).type('text/html; charset=utf-8').send(html);
+        return reply.headers(PAGE_HEADERS).type('text/html; charset=utf-8').send(html);
       },
     );
     done();
