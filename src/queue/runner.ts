@@ -200,8 +200,15 @@ export class JobRunner {
       this.pollAgain = true;
       return;
     }
-    if (this.pollTimer) clearTimeout(this.pollTimer);
-    this.pollTimer = null;
+    // A nudge of one name leaves the timer of the poll of every name where it is: under steady
+    // traffic (every send and completion nudges its name) it would otherwise be put off for as
+    // long as the traffic lasts, and what only that poll finds (a job that came due, a name
+    // nobody nudges, an expired lock) waited for the traffic to stop (a broadcast's next chunk
+    // minutes late, a scheduled send 83 s late, measured under 30 sends a second).
+    if (name === undefined && this.pollTimer) {
+      clearTimeout(this.pollTimer);
+      this.pollTimer = null;
+    }
     this.pollingNow = true;
     this.polling = this.pollLoop();
   }

@@ -143,6 +143,31 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     expect(runs).toEqual(['soon']);
   });
 
+  it('runs a job that came due while other names keep being nudged (steady traffic does not put off the poll of every name)', async () => {
+    // A job that came due is found only by the poll of every name (no nudge names it then). Every
+    // enqueue and completion nudges its own name; those nudges once put that poll off each time,
+    // so under traffic more frequent than the poll interval (20 ms here) it never ran.
+    const clock = kind === 'sqlite' ? new ManualClock(new Date('2026-01-15T10:00:00.000Z')) : undefined;
+    const now = () => (clock ? clock.now() : new Date());
+    const q = env.queue(clock ? { clock } : {});
+    const ran = deferred<void>();
+    let busyRuns = 0;
+    q.work('t.came-due', async () => ran.resolve());
+    q.work('t.busy', async () => void busyRuns++, { concurrency: 4 });
+    await q.start();
+    await q.enqueue(env.storage.db, 't.came-due', {}, { runAt: new Date(now().getTime() + (clock ? 1000 : 300)) });
+    clock?.advance(1000);
+    let done = false;
+    void ran.promise.then(() => (done = true));
+    // Traffic on another name, a nudge every few ms, until the job runs or long past any poll.
+    let rounds = 0;
+    for (; !done && rounds < 400; rounds++) {
+      await q.enqueue(env.storage.db, 't.busy', { rounds });
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    expect(done, `the job that came due ran while t.busy was nudged (${rounds} rounds, ${busyRuns} busy runs)`).toBe(true);
+  });
+
   it('retries a thrown error with exponential backoff and counts attempts', async () => {
     // random() = 1: the full-jitter delay is its ceiling, base * 2^(attempt-1) = 40 ms, 80 ms.
     // SQLite: the queue's clock is moved by hand, so each wait is exact. pg-boss waits on the
