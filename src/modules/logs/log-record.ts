@@ -18,6 +18,34 @@ export interface LogAttempt {
 
 export type LogRecord = Record<string, string | number | boolean | LogAttempt[] | undefined> & { trackingId: string; accountId: string };
 
+/**
+ * A message as its log reads it: `request` may be only the start of the send's body (a log does
+ * not carry a body of many megabytes), `request_bytes` is the whole body's size in UTF-8 bytes.
+ */
+export type LogMessage = Omit<MessageRow, 'request'> & { request: string; request_bytes: number };
+
+/** A delivery as its log reads it: without its rendered content, which no log field shows and which can be large. */
+export type LogDelivery = Omit<DeliveryRow, 'content'>;
+
+/** Characters of a send's request body a log record carries (README, Logs). */
+export const LOG_REQUEST_CHARS = 65_536;
+
+/**
+ * The `request` a log record shows: the body whole, or its first `maxChars` characters followed
+ * by a marker with the whole size (and `request_truncated`, `request_bytes`), so a reader sees it
+ * is cut. `text` is the body or its start; it is whole when it has all `bytes` bytes.
+ */
+export function logRequest(text: string, bytes: number, maxChars: number): { request: string; request_truncated?: true; request_bytes?: number } {
+  if (text.length <= maxChars && Buffer.byteLength(text) >= bytes) return { request: text };
+  let kept = text.slice(0, maxChars);
+  // Not half of a surrogate pair: the rest of the record must stay valid UTF-8 once encoded.
+  if (kept.length > 0 && /[\uD800-\uDBFF]$/.test(kept)) kept = kept.slice(0, -1);
+  return { request: `${kept}${requestTruncatedMarker(bytes)}`, request_truncated: true, request_bytes: bytes };
+}
+
+/** Ends a cut `request` (README, Logs). */
+export const requestTruncatedMarker = (bytes: number) => `…[request truncated: ${bytes} bytes in all]`;
+
 const after = (from: string, to: string | null) => (to ? new Date(to).getTime() - new Date(from).getTime() : undefined);
 
 const IGNORED_BY: Record<string, string> = { DEDUPLICATED: 'DEDUPLICATION', THROTTLED: 'THROTTLING' };
@@ -26,7 +54,12 @@ const IGNORED_BY: Record<string, string> = { DEDUPLICATED: 'DEDUPLICATION', THRO
  * The spec's Log record: a view over a message, its deliveries and their attempts (by delivery
  * id, in attempt order). Absent values are omitted.
  */
-export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[], attempts: ReadonlyMap<string, AttemptRow[]> = new Map()): LogRecord {
+export function toLogRecord(
+  message: LogMessage,
+  deliveries: LogDelivery[],
+  attempts: ReadonlyMap<string, AttemptRow[]> = new Map(),
+  requestChars = LOG_REQUEST_CHARS,
+): LogRecord {
   const record: LogRecord = {
     trackingId: message.tracking_id,
     accountId: message.account_id,
@@ -40,7 +73,7 @@ export function toLogRecord(message: MessageRow, deliveries: DeliveryRow[], atte
     user_number: message.user_number ?? undefined,
     ip: message.ip ?? undefined,
     agent: message.agent ?? undefined,
-    request: message.request,
+    ...logRequest(message.request, message.request_bytes, requestChars),
     scheduled_for: message.scheduled_for ?? undefined,
     schedule_updated_at: message.schedule_updated_at ?? undefined,
     schedule_updated_to: message.schedule_updated_to ?? undefined,
@@ -96,7 +129,7 @@ function logAttempt(a: AttemptRow): LogAttempt {
  * Overall status of a log, for statusFilter: the worst delivery state wins. Retracted deliveries
  * do not count, unless every delivery was retracted (then the log is `retracted`).
  */
-export function logStatus(message: MessageRow, deliveries: DeliveryRow[]): 'scheduled' | 'canceled' | 'processing' | 'failed' | 'sent' | 'delivered' | 'skipped' | 'retracted' {
+export function logStatus(message: Pick<MessageRow, 'state'>, deliveries: Pick<DeliveryRow, 'routing' | 'status'>[]): 'scheduled' | 'canceled' | 'processing' | 'failed' | 'sent' | 'delivered' | 'skipped' | 'retracted' {
   if (message.state === 'scheduled') return 'scheduled';
   if (message.state === 'canceled') return 'canceled';
   if (message.state === 'failed') return 'failed';

@@ -80,6 +80,8 @@ export function logRoutes(app: App, deps: Pick<Deps, 'config'>, service: LogsSer
             status: Type.String({ description: 'Running, Complete or Failed' }),
             logs: Type.Optional(Type.Array(LogRecordSchema)),
             nextToken: Type.Optional(Type.String({ description: 'present while more logs follow: pass it to get the next page' })),
+            truncated: Type.Optional(Type.Boolean({ description: 'true when the search stopped at the size a stored result may hold: more logs matched (see message)' })),
+            message: Type.Optional(Type.String({ description: 'with truncated: where and why the result stops' })),
             error: Type.Optional(Type.String()),
           }),
         }),

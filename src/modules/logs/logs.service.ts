@@ -1,14 +1,14 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid, notFound } from '../../errors.js';
-import { PermanentJobError, type Queue } from '../../queue/port.js';
+import { type JobContext, PermanentJobError, type Queue } from '../../queue/port.js';
 import { INTEGER_COLUMN_MAX } from '../../storage/schema.js';
 import { type AuthContext, requireEnv } from '../auth/auth.service.js';
 import { SEND_CHANNELS } from '../sending/channels.js';
 import { MessagesRepository } from '../sending/messages.repository.js';
-import type { AttemptRow, MessageRow } from '../sending/sending.tables.js';
+import type { AttemptRow } from '../sending/sending.tables.js';
 import { type LogEvent, decodeCursor, encodeCursor, toLogEvent } from './log-events.js';
-import { type LogRecord, logStatus, toLogRecord } from './log-record.js';
-import { type LogFilters, LogsRepository } from './logs.repository.js';
+import { LOG_REQUEST_CHARS, type LogDelivery, type LogMessage, type LogRecord, logStatus, toLogRecord } from './log-record.js';
+import { type LogFilters, LogsRepository, type MessageCursor, byRequestBytes, newestFirst, nextTurn } from './logs.repository.js';
 
 /**
  * The spec's log filter channels, as the channel enum and as log names: the send channels and
@@ -49,8 +49,39 @@ const QUERY_ATTEMPTS = 3;
 export const QUERY_DEADLINE_MS = 3600_000;
 /** Why a query failed, as its poller reads it; the cause is in the worker's log. */
 const QUERY_FAILED = 'The search failed. Start it again, with narrower filters if it keeps failing.';
+/** Why a query whose run never ended failed (runQuery). */
+export const QUERY_RUN_LOST =
+  'The search stopped without finishing (the server stopped while it ran), and is not run again. Start it again, with narrower filters (e.g. a shorter dateRangeFilter) if it keeps failing.';
 /** A query answers at most this many logs, newest first. */
 export const MAX_QUERY_RESULTS = 5000;
+/** A query looks at most this many of the newest matching messages (its status, channel and request filters are applied to them). */
+const MAX_QUERY_CANDIDATES = MAX_QUERY_RESULTS * 4;
+
+/**
+ * What a log read may hold in memory. A tenant's sends may carry bodies of tens of megabytes
+ * (up to the body limit), thousands of them: no read may take memory in proportion to them.
+ */
+export interface LogLimits {
+  /** Characters of a send's request body a log record carries; a longer one is cut, with a marker (log-record.ts). */
+  requestChars: number;
+  /** Characters of JSON a query's stored result may hold; the search stops before the log that would pass it, and the result says it is truncated. */
+  resultChars: number;
+  /** Messages a query reads per statement. */
+  searchPage: number;
+  /**
+   * Bytes of request bodies one statement reads through (message rows on SQLite, requestFilter):
+   * SQLite reaches a row's columns after its body by walking the body's pages, on the event loop.
+   */
+  readBytes: number;
+}
+
+export const LOG_LIMITS: LogLimits = {
+  requestChars: LOG_REQUEST_CHARS,
+  // 5,000 ordinary logs are a few MB; the cap only stops results of large requests.
+  resultChars: 32 * 1024 * 1024,
+  searchPage: 500,
+  readBytes: 32 * 1024 * 1024,
+};
 export const LOG_QUERY_JOB = 'logs.query';
 export const LOG_STATUSES = ['scheduled', 'canceled', 'processing', 'failed', 'sent', 'delivered', 'skipped', 'retracted'] as const;
 
@@ -84,13 +115,16 @@ const toIso = (ts: number) => new Date(toMs(ts)).toISOString();
 export class LogsService {
   private readonly messages: MessagesRepository;
   private readonly repo: LogsRepository;
+  private readonly limits: LogLimits;
 
   constructor(
     private readonly deps: Deps,
     private readonly queue: Queue,
+    limits: Partial<LogLimits> = {},
   ) {
     this.messages = new MessagesRepository(deps.db);
     this.repo = new LogsRepository(deps.db);
+    this.limits = { ...LOG_LIMITS, ...limits };
   }
 
   async byTrackingIds(auth: AuthContext, trackingIds: string[]): Promise<LogRecord[]> {
@@ -102,8 +136,17 @@ export class LogsService {
       throw invalid(`A tracking id is at most ${MAX_TRACKING_ID_LENGTH} characters.`, 'Pass the trackingId a send answered.');
     }
     const envId = requireEnv(auth);
-    const rows = (await this.messages.messagesByIds(auth.accountId, ids)).filter((m) => m.env_id === envId);
-    return this.records(rows);
+    const rows = await this.repo.messagesByIds(auth.accountId, ids, this.limits);
+    if (rows.length < ids.length) {
+      // Sends accepted a moment ago may not be rows yet (SQLite's intake journal): read as the
+      // sending module holds them, whole, as few as the ids not found (at most 25).
+      const found = new Set(rows.map((m) => m.tracking_id));
+      for (const m of await this.messages.messagesByIds(auth.accountId, ids.filter((id) => !found.has(id)))) {
+        if (!found.has(m.tracking_id)) rows.push({ ...m, request_bytes: Buffer.byteLength(m.request) });
+      }
+      rows.sort(newestFirst);
+    }
+    return this.records(rows.filter((m) => m.env_id === envId));
   }
 
   /** GET /logs: the environment's delivery events, newest first, in pages linked by a cursor. */
@@ -120,8 +163,8 @@ export class LogsService {
   async tail(auth: AuthContext): Promise<LogRecord[]> {
     const envId = requireEnv(auth);
     await this.messages.flushAccepted();
-    const rows = await this.repo.findMessages({ accountId: auth.accountId, envIds: [envId], from: null, to: null, userId: null, notificationIds: null }, TAIL_SIZE);
-    return this.records(rows);
+    const filters = { accountId: auth.accountId, envIds: [envId], from: null, to: null, userId: null, notificationIds: null };
+    return this.records(await this.repo.findMessages(filters, TAIL_SIZE, this.limits));
   }
 
   async startQuery(auth: AuthContext, input: LogQueryInput): Promise<string> {
@@ -170,7 +213,13 @@ export class LogsService {
       ? (JSON.parse(row.result) as LogRecord[]).slice(start, start + limit + 1)
       : (await this.repo.resultPage(auth.accountId, row.id, start, limit + 1)).map((log) => JSON.parse(log) as LogRecord);
     const more = logs.length > limit;
-    return { status: 'Complete', logs: more ? logs.slice(0, limit) : logs, ...(more ? { nextToken: String(start + limit) } : {}) };
+    return {
+      status: 'Complete',
+      logs: more ? logs.slice(0, limit) : logs,
+      ...(more ? { nextToken: String(start + limit) } : {}),
+      // Cut short by resultChars (runQuery): said on every page, in the SDK model's `message`.
+      ...(row.error ? { truncated: true, message: row.error } : {}),
+    };
   }
 
   /** onFailed of the query job: a query whose job failed for good answers Failed, not Running forever. */
@@ -178,8 +227,13 @@ export class LogsService {
     await this.repo.failQuery(queryId, QUERY_FAILED, this.deps.clock.now().toISOString());
   }
 
-  /** The job: runs a stored query and stores its result. */
-  async runQuery(queryId: string): Promise<void> {
+  /**
+   * The job: runs a stored query and stores its result. With the job's context, a run whose
+   * previous attempt began and never ended (its process died: killed, out of memory) marks the
+   * query Failed instead of searching again: whatever stopped that run would stop this one, and
+   * each restart would run it again.
+   */
+  async runQuery(queryId: string, job?: Pick<JobContext, 'attempt'>): Promise<void> {
     const row = await this.repo.findQueryForWork(queryId);
     if (!row || row.status !== 'Running') return;
     let stored: StoredFilters;
@@ -188,24 +242,78 @@ export class LogsService {
     } catch {
       throw new PermanentJobError(`log query ${queryId}: stored filters are not JSON`);
     }
+    if (job) {
+      // The same attempt again is a run the queue gave back at a stop without counting it.
+      const previous = LogsRepository.runOf(row);
+      if (previous !== null && previous < job.attempt) {
+        this.deps.logger.warn({ queryId, attempt: job.attempt }, 'log query: the previous run never ended; marked Failed, not run again');
+        await this.repo.failQuery(queryId, QUERY_RUN_LOST, this.deps.clock.now().toISOString());
+        return;
+      }
+      await this.repo.markRun(queryId, job.attempt);
+    }
+    try {
+      const { logs, truncated } = await this.search(row.account_id, stored);
+      const note = truncated
+        ? `The result stops at ${logs.length} logs: the next would pass the ${this.limits.resultChars} characters a stored result holds. Narrow the filters (e.g. dateRangeFilter) to see the rest.`
+        : null;
+      await this.repo.completeQuery(queryId, row.account_id, logs, this.deps.clock.now().toISOString(), note);
+    } catch (err) {
+      // An error ends this run: the queue's retry is a run of its own, not one that was lost.
+      if (job) await this.repo.clearRun(queryId).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /**
+   * The logs of a query, newest first, as JSON, read a page of messages at a time: at most
+   * MAX_QUERY_RESULTS logs, from the newest MAX_QUERY_CANDIDATES matching messages, and at most
+   * resultChars characters in all (`truncated` when a log was left out for it).
+   */
+  private async search(accountId: string, stored: StoredFilters): Promise<{ logs: string[]; truncated: boolean }> {
     // Every send accepted before the query is a row of messages once this returns.
     await this.messages.flushAccepted();
-    const candidates = await this.repo.findMessages(stored, MAX_QUERY_RESULTS * 4);
-    const deliveries = await this.messages.deliveriesOf(candidates.map((m) => m.tracking_id));
-    const byMessage = groupBy(deliveries, (d) => d.tracking_id);
-    const kept: MessageRow[] = [];
-    for (const message of candidates) {
-      const own = byMessage.get(message.tracking_id) ?? [];
-      if (stored.rawStatus && logStatus(message, own) !== stored.rawStatus) continue;
-      if (stored.rawStatuses?.length && !stored.rawStatuses.includes(logStatus(message, own))) continue;
-      if (stored.requestContains?.length && !stored.requestContains.some((text) => message.request.includes(text))) continue;
-      if (stored.rawChannels?.length && !own.some((d) => d.routing === 'SEND' && stored.rawChannels!.includes(d.channel))) continue;
-      kept.push(message);
-      if (kept.length >= MAX_QUERY_RESULTS) break;
+    const logs: string[] = [];
+    let chars = 0;
+    let scanned = 0;
+    let after: MessageCursor | null = null;
+    while (logs.length < MAX_QUERY_RESULTS && scanned < MAX_QUERY_CANDIDATES) {
+      // On SQLite every statement runs on the event loop: let API requests in between pages.
+      if (after) await nextTurn();
+      const want = Math.min(this.limits.searchPage, MAX_QUERY_CANDIDATES - scanned);
+      const page = await this.repo.findMessages(stored, want, this.limits, after);
+      if (page.length === 0) break;
+      scanned += page.length;
+      after = page[page.length - 1];
+      const byMessage = groupBy(await this.repo.deliveriesOf(accountId, page.map((m) => m.tracking_id)), (d) => d.tracking_id);
+      let matches = page.filter((message) => {
+        const own = byMessage.get(message.tracking_id) ?? [];
+        if (stored.rawStatus && logStatus(message, own) !== stored.rawStatus) return false;
+        if (stored.rawStatuses?.length && !stored.rawStatuses.includes(logStatus(message, own))) return false;
+        if (stored.rawChannels?.length && !own.some((d) => d.routing === 'SEND' && stored.rawChannels!.includes(d.channel))) return false;
+        return true;
+      });
+      if (stored.requestContains?.length) matches = await this.withRequestContaining(matches, stored.requestContains);
+      for (const record of await this.recordsOf(matches.slice(0, MAX_QUERY_RESULTS - logs.length), byMessage)) {
+        const json = JSON.stringify(record);
+        if (chars + json.length > this.limits.resultChars) return { logs, truncated: true };
+        chars += json.length;
+        logs.push(json);
+      }
+      if (page.length < want) break;
     }
-    const attempts = await this.attemptsOf(row.account_id, kept);
-    const logs = kept.map((message) => JSON.stringify(toLogRecord(message, byMessage.get(message.tracking_id) ?? [], attempts)));
-    await this.repo.completeQuery(queryId, row.account_id, logs, this.deps.clock.now().toISOString());
+    return { logs, truncated: false };
+  }
+
+  /** Of these messages, those whose request body contains any of `texts`: the long bodies compared by the database, a few at a time. */
+  private async withRequestContaining(rows: LogMessage[], texts: string[]): Promise<LogMessage[]> {
+    const cut = rows.filter((m) => !isWhole(m));
+    const matching = new Set<string>();
+    for (const [i, run] of byRequestBytes(cut, this.limits.readBytes).entries()) {
+      if (i > 0) await nextTurn();
+      for (const id of await this.repo.requestsContaining(run[0].account_id, run.map((m) => m.tracking_id), texts)) matching.add(id);
+    }
+    return rows.filter((m) => (isWhole(m) ? texts.some((text) => m.request.includes(text)) : matching.has(m.tracking_id)));
   }
 
   private filters(auth: AuthContext, input: LogQueryInput): StoredFilters {
@@ -250,14 +358,20 @@ export class LogsService {
     };
   }
 
-  private async records(rows: MessageRow[]): Promise<LogRecord[]> {
-    const byMessage = groupBy(await this.messages.deliveriesOf(rows.map((m) => m.tracking_id)), (d) => d.tracking_id);
-    const attempts = rows.length > 0 ? await this.attemptsOf(rows[0].account_id, rows) : new Map<string, AttemptRow[]>();
-    return rows.map((m) => toLogRecord(m, byMessage.get(m.tracking_id) ?? [], attempts));
+  private async records(rows: LogMessage[]): Promise<LogRecord[]> {
+    if (rows.length === 0) return [];
+    return this.recordsOf(rows, groupBy(await this.repo.deliveriesOf(rows[0].account_id, rows.map((m) => m.tracking_id)), (d) => d.tracking_id));
+  }
+
+  /** The log records of these messages, given their deliveries. */
+  private async recordsOf(rows: LogMessage[], deliveries: Map<string, LogDelivery[]>): Promise<LogRecord[]> {
+    if (rows.length === 0) return [];
+    const attempts = await this.attemptsOf(rows[0].account_id, rows);
+    return rows.map((m) => toLogRecord(m, deliveries.get(m.tracking_id) ?? [], attempts, this.limits.requestChars));
   }
 
   /** The attempts of these messages' deliveries, by delivery id: read in the account and the environments the messages are in. */
-  private async attemptsOf(accountId: string, messages: MessageRow[]): Promise<Map<string, AttemptRow[]>> {
+  private async attemptsOf(accountId: string, messages: Pick<LogMessage, 'env_id' | 'tracking_id'>[]): Promise<Map<string, AttemptRow[]>> {
     const envIds = [...new Set(messages.map((m) => m.env_id))];
     return groupBy(await this.messages.attemptsOf({ accountId, envIds }, messages.map((m) => m.tracking_id)), (a) => a.delivery_id);
   }
@@ -276,3 +390,6 @@ function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
   }
   return map;
 }
+
+/** Whether a message read holds its whole request body, not only its start. */
+const isWhole = (m: LogMessage) => Buffer.byteLength(m.request) >= m.request_bytes;
