@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { INLINE_ATTACHMENT_MAX_BYTES, base64DecodedLength, validateInlineAttachments } from '../../src/channels/email/attachments.js';
-import { htmlToPlainText, normalizeMessageId, withPreheader } from '../../src/channels/email/compose.js';
+import { normalizeMessageId, withPreheader } from '../../src/channels/email/compose.js';
+import { htmlToPlainText } from '../../src/channels/email/plain-text.js';
 import { AppError } from '../../src/errors.js';
 
 function rejection(input: unknown): AppError {

@@ -1,8 +1,8 @@
-import { compile } from 'html-to-text';
 import type Mail from 'nodemailer/lib/mailer/index.js';
 import { encodeWord } from 'nodemailer/lib/mime-funcs/index.js';
 import type { EmailMessage, EmailTracking } from '../types.js';
 import { type AttachmentFetchOptions, type ResolvedAttachment, resolveAttachments } from './attachments.js';
+import { type PlainTextCache, htmlToPlainText } from './plain-text.js';
 
 const escapeHtml = (s: string) =>
   s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
@@ -129,46 +129,6 @@ export function applyTracking(html: string, tracking: EmailTracking | undefined)
     out = close >= 0 ? out.slice(0, close) + pixel + out.slice(close) : out + pixel;
   }
   return out;
-}
-
-// Compiled once: html-to-text's convert() re-processes its options on every call.
-const toText = compile({
-  wordwrap: 100,
-  selectors: [
-    { selector: 'a', options: { hideLinkHrefIfSameAsText: true } },
-    { selector: 'img', format: 'skip' },
-    { selector: 'h1', options: { uppercase: false } },
-    { selector: 'h2', options: { uppercase: false } },
-    { selector: 'h3', options: { uppercase: false } },
-    { selector: 'table', format: 'dataTable' },
-  ],
-});
-
-const TEXT_CACHE_ENTRIES = 256;
-const TEXT_CACHE_MAX_HTML = 64 * 1024;
-
-/** The text/plain alternative, read from the HTML (without the hidden preheader). */
-export function htmlToPlainText(html: string): string {
-  return toText(html).trim();
-}
-
-/**
- * htmlToPlainText with its recent conversions remembered: a broadcast or a busy type sends the
- * same rendered HTML many times. Each email provider owns one (no process-wide cache).
- */
-export class PlainTextCache {
-  private readonly entries = new Map<string, string>();
-
-  convert(html: string): string {
-    const cached = this.entries.get(html);
-    if (cached !== undefined) return cached;
-    const text = htmlToPlainText(html);
-    if (html.length <= TEXT_CACHE_MAX_HTML) {
-      if (this.entries.size >= TEXT_CACHE_ENTRIES) this.entries.delete(this.entries.keys().next().value as string);
-      this.entries.set(html, text);
-    }
-    return text;
-  }
 }
 
 /** `id@domain` without angle brackets; ids without a domain part get the sender's domain. */

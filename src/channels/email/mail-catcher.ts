@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps.js';
 import type { DeliveryResult, EmailMessage, EmailProvider } from '../types.js';
-import { PlainTextCache, composeEmail } from './compose.js';
+import { composeEmail } from './compose.js';
+import { PlainTextCache } from './plain-text.js';
 import { DkimSigner } from './dkim.js';
 import { buildMime } from './mime-builder.js';
 

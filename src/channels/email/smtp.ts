@@ -1,7 +1,8 @@
 import { invalid } from '../../errors.js';
 import { resolvePublicAddress } from '../../net/ssrf.js';
 import { DeliveryError, type DeliveryResult, type EmailMessage, type EmailProvider } from '../types.js';
-import { PlainTextCache, composeEmail } from './compose.js';
+import { composeEmail } from './compose.js';
+import { PlainTextCache } from './plain-text.js';
 import { MimeBuilder } from './mime-builder.js';
 import { SmtpPool, type SmtpSentInfo } from './smtp-pool.js';
 

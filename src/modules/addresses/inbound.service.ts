@@ -10,6 +10,7 @@ import type { NewWebhookEvent, WebhookOutbox } from '../webhooks/outbox.js';
 import { AddressesRepository, type RepliedDelivery } from './addresses.repository.js';
 import type { EmailAddressRow, InboundEmailRow } from './addresses.tables.js';
 import { storableText } from '../../characters.js';
+import { boundedHtmlToText } from '../../channels/email/plain-text.js';
 import { MIME_LIMITS, type MimeLimits, messageIds, overMimeLimits } from './inbound-mime.js';
 
 /** Text and HTML bodies are kept up to this many characters each in the log fields, the inbound record and the event. */
@@ -158,7 +159,7 @@ export class InboundMailService {
       email_inbound_bcc: joined(parsed.bcc),
       email_inbound_reply_to: joined(parsed.replyTo),
       email_inbound_subject: parsed.subject,
-      email_inbound_body_text: cap(parsed.text),
+      email_inbound_body_text: cap(bodyText(parsed)),
       email_inbound_body_html: cap(typeof parsed.html === 'string' ? parsed.html : undefined),
       email_inbound_has_attachments: attachments.length > 0,
       email_inbound_attachment_count: attachments.length,
@@ -239,7 +240,10 @@ async function parse(raw: Buffer, deadlineMs: number): Promise<ParsedMail> {
     input.destroy(new Error('parse deadline'));
   }, deadlineMs);
   try {
-    const parsing = simpleParser(input, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
+    // skipHtmlToText: mailparser's text of an HTML part is html-to-text's, unbounded, on this
+    // thread, which no deadline can interrupt (an 8.7 MB table held it 184 s); bodyText reads
+    // that text in bounded time instead.
+    const parsing = simpleParser(input, { skipHtmlToText: true, skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
     input.end(raw);
     return await parsing;
   } catch (err) {
@@ -247,6 +251,26 @@ async function parse(raw: Buffer, deadlineMs: number): Promise<ParsedMail> {
     throw new InboundRefusal(550, `5.6.0 Malformed message: ${(err as Error).message}`);
   } finally {
     clearTimeout(deadline);
+  }
+}
+
+/** html-to-text with its default options, as mailparser converted HTML, in bounded time (compose.ts). */
+const htmlText = boundedHtmlToText({});
+
+/**
+ * The message's text: its text parts; when they hold none (an HTML-only message), its HTML read
+ * as text (boundedHtmlToText: at most the text of the first PLAIN_TEXT_MAX_HTML characters, fewer
+ * where converting them is estimated over PLAIN_TEXT_BUDGET_NS; such a text ends with a line
+ * "..."). An HTML part beside a text part is not read (mailparser added its text to theirs).
+ */
+function bodyText(parsed: ParsedMail): string | undefined {
+  if (typeof parsed.html !== 'string' || (parsed.text !== undefined && /\S/.test(parsed.text))) return parsed.text;
+  try {
+    return htmlText(parsed.html);
+  } catch {
+    // html-to-text throws on some HTML (<ol type="I" start="10000">): the message is kept without
+    // a text, as mailparser kept it (with the text "Invalid HTML content"), not refused for a retry.
+    return undefined;
   }
 }
 
