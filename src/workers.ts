@@ -1,4 +1,5 @@
 import type { Deps } from './deps.js';
+import { RenderPool } from './rendering/render-pool.js';
 import type { Services } from './services.js';
 import { registerLogJobs } from './modules/logs/logs.jobs.js';
 import type { DeliveryWorker } from './modules/sending/delivery.worker.js';
@@ -41,8 +42,10 @@ const MINUTE_MS = 60 * 1000;
  * process may run it too (role all), over the same services object as its routes.
  */
 export async function startWorkers(deps: Deps, services: Services, options: { concurrency?: number } & Partial<DeliveryTiming> & CallsStopOptions = {}): Promise<Workers> {
-  const { executors, close: closeExecutors } = buildExecutors(deps, services);
-  const worker = registerSendingJobs(deps, services, executors, options);
+  // One set of render threads for the process: planning's content and delivery's in-app batch copy.
+  const renders = new RenderPool();
+  const { executors, close: closeExecutors } = buildExecutors(deps, services, renders);
+  const worker = registerSendingJobs(deps, services, executors, renders, options);
   registerLogJobs(deps, services.logs);
   const maintenance = registerMaintenanceJobs(deps);
   const domainJobs = registerDomainJobs(deps, services.domains);
@@ -62,6 +65,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
     } catch (err) {
       await webhooks.stop();
       await deps.queue.stop();
+      await renders.close();
       throw err;
     }
   }
@@ -120,7 +124,7 @@ export async function startWorkers(deps: Deps, services: Services, options: { co
     await webhooks.stop();
     await deps.queue.stop();
     await calls;
-    await worker.close();
     await closeExecutors();
+    await renders.close();
   }
 }

@@ -3,11 +3,11 @@ import { Worker, type WorkerOptions } from 'node:worker_threads';
 import type { Channel } from '../http/schemas.js';
 import { IdleTimer, THREAD_IDLE_MS } from '../idle-timer.js';
 import { contentWithoutTemplates } from './content.js';
-import { type ComponentResolver, DEFAULT_LIMITS, type RenderContext, TemplateRenderError } from './liquid.js';
+import { type ComponentResolver, DEFAULT_LIMITS, type RenderContext, type RenderLimits, TemplateRenderError } from './liquid.js';
 
 /** Pool -> render thread. */
 export type FromPool =
-  | { type: 'render'; id: number; channel: Channel; content: Record<string, unknown>; context: RenderContext }
+  | { type: 'render'; id: number; channel: Channel; content: Record<string, unknown>; context: RenderContext; limits?: RenderLimits }
   | { type: 'components'; id: number; found?: Record<string, string>; error?: string };
 
 /** Render thread -> pool. */
@@ -36,6 +36,7 @@ interface Job {
   channel: Channel;
   content: Record<string, unknown>;
   context: RenderContext;
+  limits?: RenderLimits;
   resolveComponents?: ComponentResolver;
   resolve: (content: Record<string, unknown>) => void;
   reject: (err: Error) => void;
@@ -79,8 +80,11 @@ export class RenderPool {
     return this.threads.length;
   }
 
-  /** renderChannelContent on a render thread; rejects with TemplateRenderError when the template fails. */
-  render<T extends object>(channel: Channel, content: T, context: RenderContext, options: { resolveComponents?: ComponentResolver } = {}): Promise<T> {
+  /**
+   * renderChannelContent on a render thread; rejects with TemplateRenderError when the template
+   * fails. `limits`: LiquidJS limits tighter than the process's defaults (the deadline stays the pool's).
+   */
+  render<T extends object>(channel: Channel, content: T, context: RenderContext, options: { resolveComponents?: ComponentResolver; limits?: RenderLimits } = {}): Promise<T> {
     if (this.closed) return Promise.reject(new Error('render pool is closed'));
     // Content without a `{` has nothing to run: its result is known without a thread (a round
     // trip to a render thread costs more than the rest of processing a plain message). Only for
@@ -93,6 +97,7 @@ export class RenderPool {
         channel,
         content: content as Record<string, unknown>,
         context,
+        ...(options.limits ? { limits: options.limits } : {}),
         resolveComponents: options.resolveComponents,
         resolve: resolve as (c: Record<string, unknown>) => void,
         reject,
@@ -125,7 +130,7 @@ export class RenderPool {
       thread.idle.busy();
       thread.job = job;
       thread.timer = setTimeout(() => this.kill(thread, new TemplateRenderError(`rendering took longer than ${this.deadlineMs} ms`)), this.deadlineMs);
-      const msg: FromPool = { type: 'render', id: job.id, channel: job.channel, content: job.content, context: job.context };
+      const msg: FromPool = { type: 'render', id: job.id, channel: job.channel, content: job.content, context: job.context, ...(job.limits ? { limits: job.limits } : {}) };
       try {
         thread.worker.postMessage(msg);
       } catch (err) {

@@ -1,16 +1,23 @@
 import { type MessagePort, parentPort } from 'node:worker_threads';
 import type { Channel } from '../http/schemas.js';
 import { renderChannelContent } from './content.js';
-import { LiquidRenderer, TemplateRenderError } from './liquid.js';
+import { DEFAULT_LIMITS, LiquidRenderer, type RenderLimits, TemplateRenderError } from './liquid.js';
 import type { FromPool, ToPool } from './render-pool.js';
 
 /**
  * The render thread (see RenderPool): renders one channel content at a time with the process's
- * default LiquidJS limits, asking the pool for email components when the html uses some.
+ * default LiquidJS limits (or the job's tighter ones), asking the pool for email components when
+ * the html uses some.
  */
 function serve(port: MessagePort): void {
-  // This thread's state: its renderer (and parse cache), and the component lookups it awaits.
-  const renderer = new LiquidRenderer();
+  // This thread's state: a renderer (and parse cache) per set of limits, and the component lookups it awaits.
+  const renderers = new Map<string, LiquidRenderer>();
+  const rendererFor = (limits: RenderLimits = DEFAULT_LIMITS) => {
+    const key = JSON.stringify(limits);
+    let renderer = renderers.get(key);
+    if (!renderer) renderers.set(key, (renderer = new LiquidRenderer(limits)));
+    return renderer;
+  };
   const waiting = new Map<number, { resolve: (found: Record<string, string>) => void; reject: (err: Error) => void }>();
   const post = (msg: ToPool) => port.postMessage(msg);
 
@@ -22,10 +29,10 @@ function serve(port: MessagePort): void {
       else wait?.resolve(msg.found ?? {});
       return;
     }
-    void render(msg.id, msg.channel, msg.content, msg.context);
+    void render(msg.id, msg.channel, msg.content, msg.context, rendererFor(msg.limits));
   });
 
-  async function render(id: number, channel: Channel, content: Record<string, unknown>, context: Record<string, unknown>): Promise<void> {
+  async function render(id: number, channel: Channel, content: Record<string, unknown>, context: Record<string, unknown>, renderer: LiquidRenderer): Promise<void> {
     const resolveComponents = (ids: string[]) =>
       new Promise<Record<string, string>>((resolve, reject) => {
         waiting.set(id, { resolve, reject });

@@ -8,7 +8,9 @@ import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { buildDeps } from '../../src/deps.js';
-import { InappService } from '../../src/modules/inapp/inapp.service.js';
+import { batchCopyRenderer } from '../../src/modules/inapp/inapp.batching.js';
+import { InappService, type InappScope } from '../../src/modules/inapp/inapp.service.js';
+import { RenderPool } from '../../src/rendering/render-pool.js';
 import { Secrets } from '../../src/secrets.js';
 import type { Storage } from '../../src/storage/db.js';
 import { type ClientCall, plainUrl, routeClientFetch } from '../helpers/client-fetch.js';
@@ -35,6 +37,13 @@ describe.each(STORAGE_KINDS)('in-app batch updates over the websocket (%s)', (ki
   let restoreFetch: () => void;
   const calls: ClientCall[] = [];
   const clock = new ManualClock(new Date('2026-03-02T09:00:00.000Z'));
+  const renders = new RenderPool({ size: 1 });
+  /** What the in-app executor does with a batched send: counted in a transaction, its batch copy written after. */
+  const storeBatched = async (inapp: InappService, scope: InappScope, trackingId: string, by: string) => {
+    const stored = await inapp.transaction((trx) => inapp.storeBatched(trx, { ...scope, trackingId, notificationId: 'comment', title: `${by} commented`, parameters: { by }, batch: BATCH }));
+    if (stored.pendingCopy) await inapp.writeBatchCopy(scope, stored.pendingCopy, batchCopyRenderer(renders));
+    return stored;
+  };
 
   beforeAll(async () => {
     t = await createTestContext(kind, { workers: true, clock, config: kind === 'postgres' ? { databaseUrl: process.env.DATABASE_URL } : {} });
@@ -51,6 +60,7 @@ describe.each(STORAGE_KINDS)('in-app batch updates over the websocket (%s)', (ki
   afterAll(async () => {
     restoreFetch();
     delete (globalThis as { WebSocket?: unknown }).WebSocket;
+    await renders.close();
     await t.close();
   });
 
@@ -95,8 +105,7 @@ describe.each(STORAGE_KINDS)('in-app batch updates over the websocket (%s)', (ki
     const userId = `bea-${randomUUID()}`;
     const received = await openClient(userId);
     const scope = { accountId: t.account.accountId, envId: t.account.clientId, userId };
-    const store = (trackingId: string, by: string) =>
-      t.services.inapp.transaction((trx) => t.services.inapp.storeBatched(trx, { ...scope, trackingId, notificationId: 'comment', title: `${by} commented`, parameters: { by }, batch: BATCH }));
+    const store = (trackingId: string, by: string) => storeBatched(t.services.inapp, scope, trackingId, by);
     const older = await store(randomUUID(), 'A');
     await store(randomUUID(), 'B');
     // The first update's push runs only now, after the second committed.
@@ -115,7 +124,7 @@ describe.each(STORAGE_KINDS)('in-app batch updates over the websocket (%s)', (ki
       const other = new InappService(otherDeps);
       const scope = { accountId: t.account.accountId, envId: t.account.clientId, userId };
       for (const by of ['A', 'B']) {
-        const stored = await other.transaction((trx) => other.storeBatched(trx, { ...scope, trackingId: randomUUID(), notificationId: 'comment', title: `${by} commented`, parameters: { by }, batch: BATCH }));
+        const stored = await storeBatched(other, scope, randomUUID(), by);
         await other.publishChanged(scope, [stored.batchId]);
         await vi.waitFor(() => expect(received.at(-1)?.parameters?._count).toBe(stored.count), { timeout: 10_000 });
       }

@@ -4,8 +4,10 @@
 // names the notification it went into. The window runs on a clock the test moves.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { batchCopyRenderer } from '../../src/modules/inapp/inapp.batching.js';
 import { inappExecutor } from '../../src/modules/sending/executors/inapp.js';
 import type { DeliverInput } from '../../src/modules/sending/executors/types.js';
+import { RenderPool } from '../../src/rendering/render-pool.js';
 import { type TestContext, ManualClock, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -42,7 +44,11 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
       expect(template.statusCode, template.body).toBe(200);
     }
   });
-  afterAll(() => t.close());
+  const renders = new RenderPool({ size: 1 });
+  afterAll(async () => {
+    await renders.close();
+    await t.close();
+  });
 
   const send = async (type: string, userId: string, parameters: Record<string, unknown>): Promise<string> => {
     const res = await req('POST', '/send', { type, to: { id: userId }, parameters });
@@ -60,6 +66,12 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
     expect(res.statusCode, res.body).toBe(200);
     return res.json<{ notifications: Notification[] }>().notifications;
   };
+  /** The inbox once one of its notifications shows `title` (batch copies are written after their send's commit). */
+  const copyWritten = (userId: string, title: string | RegExp) =>
+    eventually(async () => {
+      const notifications = await inbox(userId);
+      return notifications.some((n) => (typeof title === 'string' ? n.title === title : title.test(n.title))) ? notifications : undefined;
+    }, 15_000, `batch copy "${String(title)}" for ${userId}`);
 
   it('puts sends with the same key inside the window into one notification, updated in place with the batch copy', async () => {
     const userId = `ada-${randomUUID()}`;
@@ -79,7 +91,8 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
     const third = await send('comment', userId, { postId: 'p1', post: 'Launch', by: 'Di', commentId: 'c3' });
     expect(await deliveredLog(third)).toMatchObject({ inapp_batch_id: first, inapp_batch_count: 3, inapp_preview: 'Di commented on Launch' });
 
-    const [batch, ...others] = await inbox(userId);
+    // The batch copy is rendered once the send is committed (which the log shows), then written.
+    const [batch, ...others] = await copyWritten(userId, '3 new comments on Launch: Bob, Cy, Di');
     expect(others).toEqual([]);
     expect(batch).toMatchObject({
       id: first,
@@ -112,7 +125,7 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
     const b2 = await send('comment', userId, { postId: 'p2', post: 'Two', by: 'G' });
     expect(await deliveredLog(b2)).toMatchObject({ inapp_batch_id: b2, inapp_batch_count: 1 });
 
-    const byId = new Map((await inbox(userId)).map((n) => [n.id, n]));
+    const byId = new Map((await copyWritten(userId, '2 new comments on One: E, F')).map((n) => [n.id, n]));
     expect([...byId.keys()].sort()).toEqual([a1, a2, b1, b2].sort());
     expect(byId.get(a1)).toMatchObject({ title: 'A commented on One', parameters: { _count: 1 } });
     expect(byId.get(a2)).toMatchObject({ title: '2 new comments on One: E, F', parameters: { _count: 2 } });
@@ -147,7 +160,7 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
     const userId = `fay-${randomUUID()}`;
     const sent = await Promise.all(Array.from({ length: 20 }, (_, i) => send('comment', userId, { postId: 'hot', post: 'Hot', by: `u${i}` })));
     const logs = await Promise.all(sent.map(deliveredLog));
-    const [notification, ...others] = await inbox(userId);
+    const [notification, ...others] = await copyWritten(userId, /^20 new comments on Hot: /);
     expect(others).toEqual([]);
     expect(new Set(logs.map((l) => l.inapp_batch_id))).toEqual(new Set([notification.id]));
     expect(sent).toContain(notification.id);
@@ -173,6 +186,17 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
 
     const again = await inapp.transaction((trx) => inapp.storeBatched(trx, input(ids[7], 7)));
     expect(again).toEqual({ batchId, count: results[7].count, joined: false });
+    // Counted, not yet rendered: the batch shows the copy it had (the opening send's own).
+    const opener = ids.findIndex((id) => id === batchId);
+    expect(await inbox(userId)).toMatchObject([{ id: batchId, title: `u${opener} commented`, parameters: { _count: 20 } }]);
+    expect(results.map((r) => r.pendingCopy === undefined)).toEqual(results.map((r) => r.count === 1));
+
+    // The copies rendered after the commits, all at once: only the one counting all 20 is written.
+    const scope = { accountId: t.account.accountId, envId: t.account.clientId, userId };
+    const render = batchCopyRenderer(renders);
+    const writes = await Promise.all(results.map((r) => (r.pendingCopy ? inapp.writeBatchCopy(scope, r.pendingCopy, render) : Promise.resolve(null))));
+    expect(writes.map((w, i) => w?.written ?? `opened ${results[i].count}`).sort()).toEqual([...Array.from({ length: 18 }, () => false), 'opened 1', true]);
+    expect(writes.find((w) => w?.written)).toEqual({ written: true });
     const [notification, ...others] = await inbox(userId);
     expect(others).toEqual([]);
     expect(notification).toMatchObject({ id: batchId, parameters: { _count: 20 } });
@@ -181,7 +205,7 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
 
   it('batches a delivery run as a job of its own (its own transaction) the same way, once per send', async () => {
     const userId = `hal-${randomUUID()}`;
-    const executor = inappExecutor(t.services.inapp);
+    const executor = inappExecutor(t.services.inapp, renders);
     const batching = { key: 'job', windowMs: WINDOW_MS, template: BATCH_COPY };
     const input = (trackingId: string, by: string) =>
       ({
@@ -197,6 +221,49 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
     expect(first).toMatchObject({ result: { providerMessageId: 'job-1' }, delivered: true, extra: { inapp_batch_id: 'job-1', inapp_batch_count: 1 } });
     expect(second).toMatchObject({ result: { providerMessageId: 'job-1' }, extra: { inapp_batch_id: 'job-1', inapp_batch_count: 2 } });
     expect(await inbox(userId)).toMatchObject([{ id: 'job-1', title: '2 new comments on Job: A, B', parameters: { _count: 2 } }]);
+  });
+
+  it("shows the latest send's own copy when the batch copy fails to render, and says why", async () => {
+    const userId = `ivy-${randomUUID()}`;
+    const executor = inappExecutor(t.services.inapp, renders);
+    const batching = { key: 'bad', windowMs: WINDOW_MS, template: { title: '{{ _count | no_such_filter }}' } };
+    const input = (trackingId: string, by: string) =>
+      ({
+        delivery: {} as DeliverInput['delivery'],
+        message: { account_id: t.account.accountId, env_id: t.account.clientId, user_id: userId, tracking_id: trackingId, notification_id: 'comment', sub_notification_id: null } as DeliverInput['message'],
+        content: { title: `${by} commented`, batching },
+        body: { parameters: { by } } as DeliverInput['body'],
+      }) satisfies DeliverInput;
+    await executor.deliver(input(`${userId}-1`, 'A'));
+    expect(await executor.deliver(input(`${userId}-2`, 'B'))).toMatchObject({ delivered: true, extra: { inapp_batch_count: 2 } });
+    expect(await inbox(userId)).toMatchObject([{ id: `${userId}-1`, title: 'B commented', parameters: { _count: 2 } }]);
+
+    const scope = { accountId: t.account.accountId, envId: t.account.clientId, userId };
+    const third = await t.services.inapp.transaction((trx) => t.services.inapp.storeBatched(trx, { ...scope, trackingId: `${userId}-3`, notificationId: 'comment', title: 'C commented', batch: batching }));
+    expect(await t.services.inapp.writeBatchCopy(scope, third.pendingCopy!, batchCopyRenderer(renders))).toEqual({ written: true, error: expect.stringMatching(/^batch\.title: .*no_such_filter/) });
+    expect(await inbox(userId)).toMatchObject([{ title: 'C commented', parameters: { _count: 3 } }]);
+  });
+
+  it('keeps _items within its size budget: the latest send always, older ones while they fit', async () => {
+    const userId = `jo-${randomUUID()}`;
+    const scope = { accountId: t.account.accountId, envId: t.account.clientId, userId };
+    const inapp = t.services.inapp;
+    const batch = { key: 'big', windowMs: WINDOW_MS };
+    const store = (i: number, chars: number) =>
+      inapp.transaction((trx) => inapp.storeBatched(trx, { ...scope, trackingId: `${userId}-${i}`, notificationId: 'comment', title: `${i}`, parameters: { i, text: 'x'.repeat(chars) }, batch }));
+    // 100,000 characters each: the latest two fit in 256 KiB, a third would not.
+    for (let i = 1; i <= 4; i++) await store(i, 100_000);
+    let [shown] = await inbox(userId);
+    expect(shown.parameters!._count).toBe(4);
+    expect(shown.parameters!._items!.map((item) => item.i)).toEqual([3, 4]);
+    // One send over the budget alone is still there, as the latest.
+    await store(5, 300_000);
+    [shown] = await inbox(userId);
+    expect(shown.parameters!._items!.map((item) => item.i)).toEqual([5]);
+    // Small ones again: up to MAX_BATCH_ITEMS (50) of them, the big one left out once it no longer fits.
+    for (let i = 6; i <= 8; i++) await store(i, 10);
+    [shown] = await inbox(userId);
+    expect(shown.parameters!._items!.map((item) => item.i)).toEqual([6, 7, 8]);
   });
 
   it('refuses batching settings it cannot honour, and reads accepted ones back as sent', async () => {

@@ -1,7 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { batchingKeyPath, batchingKeyProblem, batchingKeyValue } from '../../src/modules/inapp/batching-key.js';
-import { BATCH_RENDER_LIMITS, batchingOf, planBatch, renderBatchCopy } from '../../src/modules/inapp/inapp.batching.js';
-import { LiquidRenderer } from '../../src/rendering/liquid.js';
+import { batchCopyRenderer, batchingOf, planBatch, renderBatchCopy } from '../../src/modules/inapp/inapp.batching.js';
+import { RenderPool } from '../../src/rendering/render-pool.js';
 
 const notification = { notificationId: 'comment', title: 'Bob commented', parameters: { postId: 'p1', n: 7, tags: ['a', 'b'], 'post id': 'spaced', nested: { id: 3 }, empty: null } };
 
@@ -41,7 +41,11 @@ describe('in-app batching key', () => {
 });
 
 describe('in-app batch plan and copy', () => {
-  const renderer = new LiquidRenderer(BATCH_RENDER_LIMITS);
+  // Render threads as the server has them; and ones with a short deadline for the test of what LiquidJS cannot stop.
+  const pool = new RenderPool({ size: 1 });
+  const renderer = batchCopyRenderer(pool);
+  const shortDeadline = new RenderPool({ size: 1, deadlineMs: 200 });
+  afterAll(() => Promise.all([pool.close(), shortDeadline.close()]));
 
   it('is on only with batching and a window', () => {
     expect(batchingOf(undefined)).toBeNull();
@@ -73,5 +77,27 @@ describe('in-app batch plan and copy', () => {
     expect(copy).toBe(latest);
     expect(error).toMatch(/batch\.title/);
     expect((await renderBatchCopy(renderer, { key: '', windowMs: 5 }, latest, { parameters: {}, items: [], count: 2 })).copy).toBe(latest);
+  });
+
+  it('keeps to the batch limits on the render thread: output size and memory', async () => {
+    const latest = { title: 'latest' };
+    const long = await renderBatchCopy(renderer, { key: '', windowMs: 5, template: { title: '{{ s }}' } }, latest, { parameters: { s: 'x'.repeat(10_001) }, items: [], count: 2 });
+    expect(long).toMatchObject({ copy: latest, error: expect.stringMatching(/batch\.title/) });
+    const ok = await renderBatchCopy(renderer, { key: '', windowMs: 5, template: { title: '{{ s }}' } }, latest, { parameters: { s: 'x'.repeat(10_000) }, items: [], count: 2 });
+    expect(ok.copy.title).toHaveLength(10_000);
+  });
+
+  it('ends a filter chain that runs past the LiquidJS limits (checked only between tags) at the render deadline', async () => {
+    // Each sort of 100,000 items stays under the memory limit, and one output tag is never
+    // interrupted by the render-time limit: only terminating the thread ends it.
+    const sorts = Array.from({ length: 8 }, (_, i) => `sort: "${i % 2 ? 'n' : 'by'}"`).join(' | ');
+    const arr = Array.from({ length: 100_000 }, (_, i) => ({ by: `u${(i * 7919) % 100_000}`, n: (i * 104_729) % 100_000 }));
+    const latest = { title: 'latest' };
+    const render = batchCopyRenderer(shortDeadline);
+    const { copy, error } = await renderBatchCopy(render, { key: '', windowMs: 5, template: { title: `{{ arr | ${sorts} | size }}` } }, latest, { parameters: { arr }, items: [], count: 2 });
+    expect(copy).toBe(latest);
+    expect(error).toBe('rendering took longer than 200 ms');
+    // The pool replaced the thread: the next copy renders.
+    expect((await renderBatchCopy(render, { key: '', windowMs: 5, template: { title: '{{ _count }} new' } }, latest, { parameters: {}, items: [], count: 3 })).copy).toEqual({ title: '3 new' });
   });
 });

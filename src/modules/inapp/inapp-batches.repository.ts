@@ -90,6 +90,24 @@ export class InappBatchesRepository {
     return { batchId: row.batch_id, count: Number(row.count) };
   }
 
+  /**
+   * The batch row of a key: which batch is open and how many sends it holds. `lock` (PostgreSQL)
+   * holds the row until the transaction ends, so no send joins meanwhile (join waits on it).
+   */
+  async lockCurrent(scope: InappScope, notificationId: string, batchKey: string, lock: boolean): Promise<{ batch_id: string; count: number } | undefined> {
+    let query = this.db
+      .selectFrom('inapp_batches')
+      .select(['batch_id', 'count'])
+      .where('account_id', '=', scope.accountId)
+      .where('env_id', '=', scope.envId)
+      .where('user_id', '=', scope.userId)
+      .where('notification_id', '=', notificationId)
+      .where('batch_key', '=', batchKey);
+    if (lock) query = query.forUpdate();
+    const row = await query.executeTakeFirst();
+    return row && { batch_id: row.batch_id, count: Number(row.count) };
+  }
+
   /** The batch item of a send, if it went into one (a retried delivery finds it). */
   findItem(scope: InappScope, trackingId: string): Promise<InappBatchItemRow | undefined> {
     return this.items(scope).selectAll().where('tracking_id', '=', trackingId).executeTakeFirst();
@@ -99,10 +117,28 @@ export class InappBatchesRepository {
     await this.db.insertInto('inapp_batch_items').values(row).execute();
   }
 
-  /** The latest `limit` items of a batch, oldest first. */
-  async latestItems(scope: InappScope, batchId: string, limit: number): Promise<InappBatchItemRow[]> {
-    const rows = await this.items(scope).selectAll().where('batch_id', '=', batchId).orderBy('seq', 'desc').limit(limit).execute();
-    return rows.reverse();
+  /**
+   * The latest items of a batch, oldest first: at most `limit`, and older ones only while their
+   * parameters, together, stay within `maxChars` (the latest is always there). Sizes are read
+   * first, so that items left out are never loaded.
+   */
+  async latestItems(scope: InappScope, batchId: string, limit: number, maxChars: number): Promise<InappBatchItemRow[]> {
+    const sizes = await this.items(scope)
+      .select(['seq', sql<number>`length(parameters)`.as('chars')])
+      .where('batch_id', '=', batchId)
+      .orderBy('seq', 'desc')
+      .limit(limit)
+      .execute();
+    const seqs: number[] = [];
+    let chars = 0;
+    for (const [i, row] of sizes.entries()) {
+      chars += Number(row.chars);
+      if (i > 0 && chars > maxChars) break;
+      seqs.push(Number(row.seq));
+    }
+    if (seqs.length === 0) return [];
+    const rows = await this.items(scope).selectAll().where('batch_id', '=', batchId).where('seq', 'in', seqs).orderBy('seq', 'asc').execute();
+    return rows;
   }
 
   private items(scope: InappScope) {

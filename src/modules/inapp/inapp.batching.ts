@@ -1,4 +1,5 @@
-import { type LiquidRenderer, type RenderLimits, TemplateRenderError } from '../../rendering/liquid.js';
+import { type RenderContext, type RenderLimits, TemplateRenderError } from '../../rendering/liquid.js';
+import type { RenderPool } from '../../rendering/render-pool.js';
 import type { InappOptions } from '../types/delivery-options.js';
 import { batchingKeyValue } from './batching-key.js';
 
@@ -16,9 +17,17 @@ import { batchingKeyValue } from './batching-key.js';
 export const MAX_BATCH_ITEMS = 50;
 
 /**
- * Limits of the batch template render. It runs inside the transaction that counts the send into
- * its batch (so title and count always agree) on the worker's own thread, not a render thread:
- * its copy is three short strings, and these limits bound what a hostile one can cost.
+ * JSON characters of `_items` beyond the latest send's: older items are left out from the first
+ * that would pass it. Without it, 50 sends of 20 MB parameters made every later send of the batch
+ * read and write a gigabyte (the API stalls, then the process runs out of memory).
+ */
+export const MAX_BATCH_ITEMS_CHARS = 256 * 1024;
+
+/**
+ * Limits of the batch template render: its copy is three short strings. It runs on a render
+ * thread (RenderPool) after the send is counted into its batch, never on the event loop: one
+ * LiquidJS filter over a large parameter runs unchecked by these limits (seconds, with a 1 MB
+ * parameter), and only a thread the pool can terminate bounds that.
  */
 export const BATCH_RENDER_LIMITS: RenderLimits = { parseLimit: 20_000, renderLimit: 100, memoryLimit: 1_000_000, maxOutputChars: 10_000 };
 
@@ -84,12 +93,34 @@ export function batchPlanOf(content: Record<string, unknown>): InappBatchPlan | 
   return plan && typeof plan === 'object' && typeof plan.key === 'string' && typeof plan.windowMs === 'number' ? plan : undefined;
 }
 
+/** Renders the batch copy's strings with `context` (on a render thread); rejects with TemplateRenderError. */
+export type BatchCopyRenderer = (template: BatchTemplate, context: RenderContext) => Promise<BatchTemplate>;
+
+/** The batch copy rendered on `renders`' threads with BATCH_RENDER_LIMITS. */
+export function batchCopyRenderer(renders: Pick<RenderPool, 'render'>): BatchCopyRenderer {
+  // Rendered as `batch` so that an error names the field as the template has it (`batch.title`).
+  return async (template, context) => (await renders.render('INAPP_WEB', { batch: template }, context, { limits: BATCH_RENDER_LIMITS })).batch;
+}
+
+/** What a send that joined a batch leaves to render once it is committed (InappService.writeBatchCopy). */
+export interface PendingBatchCopy {
+  batchId: string;
+  /** The send's place in the batch: the copy is written only while no later send has joined. */
+  count: number;
+  notificationId: string;
+  plan: InappBatchPlan;
+  /** The send's own copy: shown when the batch copy fails. */
+  latest: InappCopy;
+  parameters: Record<string, unknown>;
+  items: Record<string, unknown>[];
+}
+
 /**
  * The batch copy rendered over the batch; the latest send's own copy when the template has no
- * batch copy or it fails to render (then `error` says why, for the send's log).
+ * batch copy or it fails to render (then `error` says why).
  */
 export async function renderBatchCopy(
-  renderer: LiquidRenderer,
+  render: BatchCopyRenderer,
   plan: InappBatchPlan,
   latest: InappCopy,
   batch: { parameters: Record<string, unknown>; items: Record<string, unknown>[]; count: number },
@@ -97,13 +128,12 @@ export async function renderBatchCopy(
   const template = plan.template;
   if (!template?.title) return { copy: latest };
   const context = { ...batch.parameters, user: plan.user ?? {}, _items: batch.items, _count: batch.count };
+  const source: BatchTemplate = { title: template.title };
+  for (const field of ['redirectURL', 'imageURL'] as const) if (template[field] !== undefined) source[field] = template[field];
   try {
-    const copy: InappCopy = { title: await renderer.renderText(template.title, context, 'batch.title') };
-    for (const field of ['redirectURL', 'imageURL'] as const) {
-      const source = template[field];
-      const value = source === undefined ? undefined : await renderer.renderText(source, context, `batch.${field}`);
-      if (value) copy[field] = value;
-    }
+    const rendered = await render(source, context);
+    const copy: InappCopy = { title: rendered.title ?? '' };
+    for (const field of ['redirectURL', 'imageURL'] as const) if (rendered[field]) copy[field] = rendered[field];
     return { copy };
   } catch (err) {
     if (!(err instanceof TemplateRenderError)) throw err;

@@ -1,8 +1,7 @@
 import type { Deps } from '../../deps.js';
 import { AppError, invalid } from '../../errors.js';
-import { LiquidRenderer } from '../../rendering/liquid.js';
 import { InappBatchesRepository } from './inapp-batches.repository.js';
-import { BATCH_RENDER_LIMITS, type InappBatchPlan, MAX_BATCH_ITEMS, renderBatchCopy } from './inapp.batching.js';
+import { type BatchCopyRenderer, type InappBatchPlan, MAX_BATCH_ITEMS, MAX_BATCH_ITEMS_CHARS, type PendingBatchCopy, renderBatchCopy } from './inapp.batching.js';
 import {
   type InappDeliveryOptions,
   type InappNotification,
@@ -50,8 +49,8 @@ export interface StoreBatchedResult {
   count: number;
   /** False when this send had already joined its batch: a retried delivery, nothing changed. */
   joined: boolean;
-  /** Why the batch copy could not be rendered (the latest send's own copy is shown instead). */
-  templateError?: string;
+  /** The batch copy to render and write once the transaction commits (writeBatchCopy). */
+  pendingCopy?: PendingBatchCopy;
 }
 
 /** Body of PATCH /user/inapp. Status values: timestamp, true (now), false/null (clear). */
@@ -120,10 +119,7 @@ export class InappService {
   private readonly repo: InappRepository;
   private readonly realtime: InappRealtime;
 
-  constructor(
-    private readonly deps: Deps,
-    private readonly batchRenderer = new LiquidRenderer(BATCH_RENDER_LIMITS),
-  ) {
+  constructor(private readonly deps: Deps) {
     this.repo = new InappRepository(deps.db);
     this.realtime = deps.inappRealtime;
   }
@@ -163,9 +159,12 @@ export class InappService {
 
   /**
    * Counts one send into its batch with `db` (the caller's transaction; see inapp.batching.ts):
-   * opens the batch's notification or updates it in place (latest copy, `_count` and `_items` in
-   * its parameters, unseen, unarchived, dated now). Idempotent per send. Call `publishChanged`
-   * with the batch id after the transaction commits.
+   * opens the batch's notification or updates it in place (`_count` and `_items` in its
+   * parameters, unseen, unarchived, dated now). Idempotent per send. The batch copy is not
+   * rendered here, inside a write transaction: from the second send on, a batch with a batch copy
+   * keeps its current copy and the result's `pendingCopy` is for writeBatchCopy after the commit;
+   * without one, the latest send's own copy is written now. Call `publishChanged` with the batch
+   * id after the transaction commits (and after writeBatchCopy).
    */
   async storeBatched(db: AnyKysely, input: StoreInappInput & { batch: InappBatchPlan }): Promise<StoreBatchedResult> {
     const batches = new InappBatchesRepository(db);
@@ -181,18 +180,17 @@ export class InappService {
     });
     const parameters = input.parameters ?? {};
     await batches.insertItem({ env_id: input.envId, user_id: input.userId, tracking_id: input.trackingId, account_id: input.accountId, batch_id: batchId, seq: count, parameters: JSON.stringify(parameters), created_at: at });
-    const items = count === 1 ? [parameters] : (await batches.latestItems(input, batchId, MAX_BATCH_ITEMS)).map((row) => JSON.parse(row.parameters) as Record<string, unknown>);
+    const items = count === 1 ? [parameters] : (await batches.latestItems(input, batchId, MAX_BATCH_ITEMS, MAX_BATCH_ITEMS_CHARS)).map((row) => JSON.parse(row.parameters) as Record<string, unknown>);
     const latest = { title: input.title, redirectURL: input.redirectURL, imageURL: input.imageURL };
-    const { copy, error } = count === 1 ? { copy: latest, error: undefined } : await renderBatchCopy(this.batchRenderer, input.batch, latest, { parameters, items, count });
+    const rendersLater = count > 1 && Boolean(input.batch.template?.title);
     const shown = { ...parameters, _count: count, _items: items };
+    const ownCopy = { title: latest.title, redirect_url: latest.redirectURL ?? null, image_url: latest.imageURL ?? null };
     const repo = new InappRepository(db);
     const updated =
       count === 1
         ? 0
         : await repo.update(input, [batchId], {
-            title: copy.title,
-            redirect_url: copy.redirectURL ?? null,
-            image_url: copy.imageURL ?? null,
+            ...(rendersLater ? {} : ownCopy),
             parameters: JSON.stringify(shown),
             date: at,
             seen: 0,
@@ -200,11 +198,34 @@ export class InappService {
             archived: null,
             updated_at: at,
           });
-    // The batch's notification is new, or was removed while its batch was open: (re)created.
+    // The batch's notification is new, or was removed while its batch was open: (re)created, with
+    // the send's own copy until the batch copy is written.
     if (updated === 0) {
-      await this.store(db, { ...input, title: copy.title, redirectURL: copy.redirectURL, imageURL: copy.imageURL, trackingId: batchId, parameters: shown, date: at });
+      await this.store(db, { ...input, trackingId: batchId, parameters: shown, date: at });
     }
-    return { batchId, count, joined: true, ...(error ? { templateError: error } : {}) };
+    const pendingCopy: PendingBatchCopy | undefined = rendersLater
+      ? { batchId, count, notificationId: input.notificationId, plan: input.batch, latest, parameters, items }
+      : undefined;
+    return { batchId, count, joined: true, ...(pendingCopy ? { pendingCopy } : {}) };
+  }
+
+  /**
+   * Renders a committed send's batch copy with `render` (a render thread) and writes it to the
+   * batch's notification, unless a later send has joined the batch meanwhile (its own copy
+   * counts more sends). Should the copy fail to render, the send's own copy is written and the
+   * reason logged. A process stopped before this leaves the batch's previous copy until the next send.
+   */
+  async writeBatchCopy(scope: InappScope, pending: PendingBatchCopy, render: BatchCopyRenderer): Promise<{ written: boolean; error?: string }> {
+    const { copy, error } = await renderBatchCopy(render, pending.plan, pending.latest, pending);
+    if (error) this.deps.logger.warn({ batchId: pending.batchId, batchCount: pending.count, error }, "in-app batch copy could not be rendered; the latest send's own copy is shown");
+    const written = await this.transaction(async (trx) => {
+      const current = await new InappBatchesRepository(trx).lockCurrent(scope, pending.notificationId, pending.plan.key, this.deps.storage.dialect === 'postgres');
+      if (current?.batch_id !== pending.batchId || current.count !== pending.count) return false;
+      const at = this.deps.clock.now().toISOString();
+      const patch = { title: copy.title, redirect_url: copy.redirectURL ?? null, image_url: copy.imageURL ?? null, updated_at: at };
+      return (await new InappRepository(trx).update(scope, [pending.batchId], patch)) > 0;
+    });
+    return { written, ...(error ? { error } : {}) };
   }
 
   /**

@@ -48,6 +48,8 @@ export class DeliveryWorker {
   private readonly templates: TemplatesService;
   private readonly digests: DigestsService;
   private readonly deliveries: DeliveryRuns;
+  private readonly renders: RenderPool;
+  private readonly ownRenders: boolean;
 
   constructor(
     private readonly deps: Deps,
@@ -56,9 +58,14 @@ export class DeliveryWorker {
     services: DeliveryWorkerServices,
     /** The retries' backoff base (2 s by default) and the routing job's budget for first attempts. */
     timing: Partial<DeliveryTiming> = {},
-    /** Where content is rendered: worker threads, off the event loop that serves the API. */
-    private readonly renders: RenderPool = new RenderPool(),
+    /**
+     * Where content is rendered: worker threads, off the event loop that serves the API. Given, it
+     * is the caller's to close (startWorkers shares it with the executors); else the worker's own.
+     */
+    renders?: RenderPool,
   ) {
+    this.renders = renders ?? new RenderPool();
+    this.ownRenders = renders === undefined;
     this.users = services.users;
     this.templates = services.templates;
     this.digests = services.digests;
@@ -74,9 +81,9 @@ export class DeliveryWorker {
     return this.deliveries.stop(options);
   }
 
-  /** Stops the render threads (after the queue stopped). */
-  close(): Promise<void> {
-    return this.renders.close();
+  /** Stops the render threads it made itself (after the queue stopped). */
+  async close(): Promise<void> {
+    if (this.ownRenders) await this.renders.close();
   }
 
   register(options: { concurrency?: number } = {}): void {

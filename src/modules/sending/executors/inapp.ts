@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
-import { type InappBatchPlan, batchPlanOf, batchingOf, planBatch } from '../../inapp/inapp.batching.js';
+import { type InappBatchPlan, batchCopyRenderer, batchPlanOf, batchingOf, planBatch } from '../../inapp/inapp.batching.js';
 import type { InappService, StoreBatchedResult, StoreInappInput } from '../../inapp/inapp.service.js';
+import type { RenderPool } from '../../../rendering/render-pool.js';
 import type { CoreTables } from '../../../storage/schema.js';
 import { parametersOf } from '../sending.schemas.js';
 import { type ChannelExecutor, type DeliverInput, type DeliverOutcome, type InTransactionOutcome, str } from './types.js';
@@ -28,17 +29,30 @@ function batchedOutcome(stored: StoreBatchedResult): DeliverOutcome {
     extra: {
       inapp_batch_id: stored.batchId,
       inapp_batch_count: stored.count,
-      ...(stored.templateError ? { inapp_batch_template_error: stored.templateError.slice(0, 500) } : {}),
     },
   };
 }
 
-export function inappExecutor(inapp: InappService): ChannelExecutor {
-  /** A batched send, inside `trx`; the batch's notification is pushed once that commits. */
+/** `renders`: the render threads the batch copy is rendered on (never the event loop: see BATCH_RENDER_LIMITS). */
+export function inappExecutor(inapp: InappService, renders: Pick<RenderPool, 'render'>): ChannelExecutor {
+  const renderBatch = batchCopyRenderer(renders);
+
+  /**
+   * A batched send, inside `trx`. Once that commits: its batch copy is rendered and written, then
+   * the batch's notification is pushed (the push goes out even when the copy could not be written).
+   */
   async function deliverBatched(trx: Kysely<CoreTables>, input: DeliverInput, batch: InappBatchPlan) {
     const scope = storeInput(input);
     const stored = await inapp.storeBatched(trx, { ...scope, batch });
-    return { ...batchedOutcome(stored), ...(stored.joined ? { afterCommit: () => inapp.publishChanged(scope, [stored.batchId]) } : {}) };
+    const { pendingCopy } = stored;
+    const afterCommit = async () => {
+      try {
+        if (pendingCopy) await inapp.writeBatchCopy(scope, pendingCopy, renderBatch);
+      } finally {
+        await inapp.publishChanged(scope, [stored.batchId]);
+      }
+    };
+    return { ...batchedOutcome(stored), ...(stored.joined ? { afterCommit } : {}) };
   }
 
   return {

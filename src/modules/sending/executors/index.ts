@@ -1,6 +1,7 @@
 import type { MailCatcherStore } from '../../../channels/email/mail-catcher.js';
 import { type EmailStores, EmailProviders } from '../../../channels/email/registry.js';
 import type { Deps } from '../../../deps.js';
+import { RenderPool } from '../../../rendering/render-pool.js';
 import type { DomainsService } from '../../domains/domains.service.js';
 import type { EngagementService } from '../../engagement/engagement.service.js';
 import type { InappService } from '../../inapp/inapp.service.js';
@@ -38,13 +39,18 @@ export interface ExecutorServices {
   repositories: { telephony: TelephonyRepository; mailCatcher: MailCatcherStore; emailSettings: EmailStores['settings'] };
 }
 
-/** Every channel this process can deliver; a channel without an executor is routed CHANNEL_UNAVAILABLE. */
-export function buildExecutors(deps: Deps, services: ExecutorServices): { executors: Executors; close: () => Promise<void> } {
+/**
+ * Every channel this process can deliver; a channel without an executor is routed CHANNEL_UNAVAILABLE.
+ * `renders`: the process's render threads (startWorkers shares the delivery worker's), for what
+ * executors render at delivery; without it, executors get render threads of their own, closed by `close`.
+ */
+export function buildExecutors(deps: Deps, services: ExecutorServices, renders?: RenderPool): { executors: Executors; close: () => Promise<void> } {
   const { mailCatcher, emailSettings } = services.repositories;
+  const pool = renders ?? new RenderPool();
   const emailProviders = new EmailProviders(deps, { caught: mailCatcher, settings: emailSettings });
   const candidates: [SendChannel, ManagedExecutor | null][] = [
     ['EMAIL', { ...emailExecutor(deps.config, emailProviders, services.engagement, services.domains), close: () => emailProviders.close() }],
-    ['INAPP_WEB', inappExecutor(services.inapp)],
+    ['INAPP_WEB', inappExecutor(services.inapp, pool)],
     ['SMS', smsExecutor(deps, services)],
     ['CALL', callExecutor(deps, services)],
     ['PUSH', mobilePushExecutor(deps, services)],
@@ -57,6 +63,7 @@ export function buildExecutors(deps: Deps, services: ExecutorServices): { execut
     executors,
     close: async () => {
       await Promise.all(Object.values(executors).map((e) => e?.close?.() ?? Promise.resolve()));
+      if (!renders) await pool.close();
     },
   };
 }
