@@ -1,13 +1,15 @@
 // The inbound SMTP server's limits, over a bare SMTP dialogue on loopback: a message mailparser
 // cannot read whole (too many MIME parts, a header section too large) is refused for good with
 // 550 5.6.0 and the session goes on; a parse that never settles is given up at its deadline; an
-// idle session is given the 5 minutes of RFC 5321 4.5.3.2.7.
+// idle session is given the 5 minutes of RFC 5321 4.5.3.2.7; a sender that trickles its message,
+// or keeps its session going, past the DATA or session limit gets 421 4.4.2 and is closed.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { InboundSmtpServer } from '../../src/modules/addresses/inbound-smtp.js';
-import { INBOUND_PARSE_LIMITS } from '../../src/modules/addresses/inbound.service.js';
+import { InboundSmtpServer, type InboundSmtpOptions } from '../../src/modules/addresses/inbound-smtp.js';
+import { INBOUND_PARSE_LIMITS, type InboundMailService } from '../../src/modules/addresses/inbound.service.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
+import { eventually } from '../helpers/wait.js';
 import { smtpDialogue } from './smtp-dialogue.js';
 
 const DOMAIN = 'in.clarion.test';
@@ -24,6 +26,47 @@ function manyAttachments(count: number): string {
 async function sendThenNoop(port: number, message: string): Promise<string[]> {
   const answers = await smtpDialogue(port, ['EHLO client.example', 'MAIL FROM:<x@example.com>', `RCPT TO:<${TO}>`, 'DATA', `${message}\r\n.`, 'NOOP', 'QUIT']);
   return answers.slice(4, 7);
+}
+
+const REPLY = /^(?:\d{3}-[^\r\n]*\r\n)*\d{3} [^\r\n]*\r\n/;
+
+/**
+ * A raw SMTP client that can write without waiting for answers (smtpDialogue waits for each): every
+ * reply is kept in `replies`, multi-line ones whole; `closed` tells when the server let it go.
+ */
+function rawClient(port: number) {
+  const socket = net.connect(port, '127.0.0.1');
+  const replies: string[] = [];
+  let buffer = '';
+  let closed = false;
+  socket.on('data', (chunk) => {
+    buffer += chunk.toString('utf8');
+    // A reply ends with a line whose code is followed by a space.
+    for (let m = REPLY.exec(buffer); m; m = REPLY.exec(buffer)) {
+      replies.push(m[0].trim());
+      buffer = buffer.slice(m[0].length);
+    }
+  });
+  socket.on('error', () => undefined);
+  socket.on('close', () => (closed = true));
+  const reply = (n: number, what: string) => eventually(() => replies[n], 10_000, what);
+  return {
+    replies,
+    /** The greeting, then each line and its answer. */
+    async dialogue(lines: string[]): Promise<string[]> {
+      await reply(0, 'the greeting');
+      for (const line of lines) {
+        const n = replies.length;
+        socket.write(`${line}\r\n`);
+        await reply(n, `the answer to ${line}`);
+      }
+      return replies.slice(1);
+    },
+    write: (text: string) => !socket.destroyed && socket.writable && socket.write(text),
+    /** Waits, well past any limit under test, for the server to close the connection. */
+    closed: () => eventually(() => closed, 10_000, 'the server to close the connection'),
+    destroy: () => socket.destroy(),
+  };
 }
 
 describe.each(STORAGE_KINDS)('inbound SMTP limits (%s)', (kind) => {
@@ -106,6 +149,98 @@ describe.each(STORAGE_KINDS)('inbound SMTP limits (%s)', (kind) => {
     expect(await inboundCount()).toBe(before + 1);
     const newest = (await t.app.inject({ method: 'GET', url: '/inbound-emails?limit=1', headers: t.auth })).json().emails[0];
     expect(newest.fields).toMatchObject({ email_inbound_references: references, email_inbound_resolution_type: 'none' });
+  });
+
+  /** A server of this suite's with `options` (small limits), closed after `run`. */
+  async function withServer(options: Partial<InboundSmtpOptions>, run: (port: number) => Promise<void>, inbound: InboundMailService = t.services.inbound) {
+    const server = await new InboundSmtpServer(inbound, t.deps.logger, { port: 0, host: '127.0.0.1', maxBytes: MAX_BYTES, ...options }).listen();
+    try {
+      await run(server.port);
+    } finally {
+      await server.close();
+    }
+  }
+  const envelope = ['EHLO client.example', 'MAIL FROM:<x@example.com>', `RCPT TO:<${TO}>`, 'DATA'];
+
+  it('closes with 421 4.4.2 a DATA phase longer than its limit, though a byte arrives every 50 ms, and keeps nothing of the message', async () => {
+    const before = await inboundCount();
+    await withServer({ maxDataPhaseMs: 400 }, async (port) => {
+      const client = rawClient(port);
+      let trickle: NodeJS.Timeout | undefined;
+      try {
+        expect((await client.dialogue(envelope)).at(-1)).toMatch(/^354 /);
+        // A whole message but for its final dot, which never comes: only the limit ends this.
+        client.write(`From: x@example.com\r\nTo: ${TO}\r\nSubject: slow\r\n\r\n`);
+        trickle = setInterval(() => client.write('a'), 50);
+        await client.closed();
+        expect(client.replies.at(-1)).toBe('421 4.4.2 Message not received within 0.4 s, closing connection');
+      } finally {
+        clearInterval(trickle);
+        client.destroy();
+      }
+    });
+    expect(await inboundCount()).toBe(before);
+  });
+
+  it('closes with 421 4.4.2 a session longer than its limit, though it sends NOOP and RSET every 50 ms', async () => {
+    await withServer({ maxSessionMs: 500 }, async (port) => {
+      const client = rawClient(port);
+      let trickle: NodeJS.Timeout | undefined;
+      try {
+        expect(await client.dialogue(['EHLO client.example'])).toHaveLength(1);
+        let i = 0;
+        trickle = setInterval(() => client.write(i++ % 2 ? 'RSET\r\n' : 'NOOP\r\n'), 50);
+        await client.closed();
+        const answers = client.replies.slice(2);
+        expect(answers.at(-1)).toBe('421 4.4.2 Session longer than 0.5 s, closing connection');
+        // Every command before it was answered: the session was busy, never idle.
+        expect(answers.length).toBeGreaterThan(1);
+        for (const answer of answers.slice(0, -1)) expect(answer).toMatch(/^250 /);
+      } finally {
+        clearInterval(trickle);
+        client.destroy();
+      }
+    });
+  });
+
+  it('lets a message being stored when the session limit passes have its 250 first, then closes with 421 4.4.2', async () => {
+    // The session timer is fired by hand while the message is stored (the test's own clock):
+    // its real deadline, an hour away, never comes.
+    const sessionMs = 3_600_000 + 7;
+    const expiries: (() => void)[] = [];
+    const realSetTimeout = globalThis.setTimeout;
+    const spy = vi.spyOn(globalThis, 'setTimeout').mockImplementation(((callback: () => void, ms?: number) => {
+      if (ms === sessionMs) expiries.push(callback);
+      return realSetTimeout(callback, ms);
+    }) as typeof setTimeout);
+    const inbound = t.services.inbound;
+    const storing = Object.assign(Object.create(inbound) as InboundMailService, {
+      receive: (...args: Parameters<InboundMailService['receive']>) => {
+        expect(expiries).toHaveLength(1);
+        expiries[0]();
+        return inbound.receive(...args);
+      },
+    });
+    const before = await inboundCount();
+    try {
+      await withServer(
+        { maxSessionMs: sessionMs },
+        async (port) => {
+          const client = rawClient(port);
+          try {
+            await client.dialogue([...envelope, `From: x@example.com\r\nTo: ${TO}\r\nSubject: stored\r\n\r\nbody\r\n.`]);
+            await client.closed();
+            expect(client.replies.slice(-2)).toEqual([expect.stringMatching(/^250 /), '421 4.4.2 Session longer than 3600.007 s, closing connection']);
+          } finally {
+            client.destroy();
+          }
+        },
+        storing,
+      );
+    } finally {
+      spy.mockRestore();
+    }
+    expect(await inboundCount()).toBe(before + 1);
   });
 
   it('waits 5 minutes for the next command (RFC 5321 4.5.3.2.7): the idle timeout smtp-server arms on the session', async () => {
