@@ -86,6 +86,10 @@ export interface Config extends TelephonySettings {
    * (CLARION_BROADCAST_MAX_IN_FLIGHT); absent: two seconds of the account's rate, at least 100.
    */
   broadcastMaxInFlight?: number;
+  /** In-app websockets one environment may hold in a process (CLARION_INAPP_MAX_SOCKETS_PER_ENVIRONMENT); absent: MAX_SOCKETS_PER_ENVIRONMENT. */
+  inappMaxSocketsPerEnvironment?: number;
+  /** In-app websockets a process may hold (CLARION_INAPP_MAX_SOCKETS_PER_PROCESS); absent: defaultMaxSocketsPerProcess (inapp.socket-caps.ts). */
+  inappMaxSocketsPerProcess?: number;
   /** The domain this server's mail leaves from, named in the SPF include and return-path CNAME of sender domains (CLARION_SENDING_DOMAIN). */
   sendingDomain: string;
 }
@@ -233,6 +237,9 @@ const SPEC = {
   // 0 (unset): no domain bound of its own (envalid takes no undefined value; loadConfig reads 0 as absent).
   CLARION_BROADCAST_DOMAIN_RATE: setting('an integer from 1 to 100000', integer(1, 100_000), 0),
   CLARION_BROADCAST_MAX_IN_FLIGHT: setting('an integer from 1 to 10000000', integer(1, 10_000_000), 0),
+  // 0 (unset): the defaults of inapp.socket-caps.ts (the process's one depends on its open-file limit).
+  CLARION_INAPP_MAX_SOCKETS_PER_ENVIRONMENT: setting('an integer from 1 to 10000000', integer(1, 10_000_000), 0),
+  CLARION_INAPP_MAX_SOCKETS_PER_PROCESS: setting('an integer from 1 to 10000000', integer(1, 10_000_000), 0),
   CLARION_TRUST_PROXY: setting<Config['trustProxy']>('off, or a comma-separated list of proxy addresses (10.0.0.1, 10.0.0.0/8, loopback)', trustProxy, false),
 };
 
@@ -298,6 +305,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     broadcastRate: e.CLARION_BROADCAST_RATE,
     ...(e.CLARION_BROADCAST_DOMAIN_RATE ? { broadcastDomainRate: e.CLARION_BROADCAST_DOMAIN_RATE } : {}),
     ...(e.CLARION_BROADCAST_MAX_IN_FLIGHT ? { broadcastMaxInFlight: e.CLARION_BROADCAST_MAX_IN_FLIGHT } : {}),
+    ...(e.CLARION_INAPP_MAX_SOCKETS_PER_ENVIRONMENT ? { inappMaxSocketsPerEnvironment: e.CLARION_INAPP_MAX_SOCKETS_PER_ENVIRONMENT } : {}),
+    ...(e.CLARION_INAPP_MAX_SOCKETS_PER_PROCESS ? { inappMaxSocketsPerProcess: e.CLARION_INAPP_MAX_SOCKETS_PER_PROCESS } : {}),
     trustProxy: e.CLARION_TRUST_PROXY,
     sendingDomain: e.CLARION_SENDING_DOMAIN || (domainName(e.CLARION_DEFAULT_FROM_ADDRESS.split('@').pop() ?? '') ?? 'clarion.localhost'),
   };

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, vi } from 'vitest';
 import WebSocket from 'ws';
 import type { Dialect } from '../../src/storage/db.js';
-import { type TestContext, createTestContext } from '../helpers/context.js';
+import { type TestContext, type TestContextOptions, createTestContext } from '../helpers/context.js';
 
 /** A client socket that records the messages it reads and how it was closed. */
 export class Client {
@@ -26,9 +26,9 @@ export class Client {
 /**
  * A listening test server for in-app websocket suites (registers its own beforeAll/afterAll).
  * On PostgreSQL the app gets a databaseUrl, so it LISTENs and changes made by another process
- * reach its sockets.
+ * reach its sockets. `options` go to its test context (e.g. small socket caps, a log capture).
  */
-export function inappSocketServer(kind: Dialect) {
+export function inappSocketServer(kind: Dialect, options: TestContextOptions = {}) {
   const clients: Client[] = [];
   let base = '';
   const server = {
@@ -45,7 +45,8 @@ export function inappSocketServer(kind: Dialect) {
       vi.waitFor(() => expect(server.t.deps.inappRealtime.connections(envId, userId)).toBe(count)),
   };
   beforeAll(async () => {
-    server.t = await createTestContext(kind, { config: kind === 'postgres' ? { databaseUrl: process.env.DATABASE_URL } : {} });
+    const config = { ...(kind === 'postgres' ? { databaseUrl: process.env.DATABASE_URL } : {}), ...options.config };
+    server.t = await createTestContext(kind, { ...options, config });
     await server.t.app.listen({ port: 0, host: '127.0.0.1' });
     const address = server.t.app.server.address();
     if (!address || typeof address === 'string') throw new Error('no address');

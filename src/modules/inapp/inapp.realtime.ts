@@ -1,7 +1,7 @@
 import type { WebSocket } from 'ws';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { Ids } from '../../clock.js';
+import type { Clock, Ids } from '../../clock.js';
 import type { Config } from '../../config.js';
 import type { Storage } from '../../storage/db.js';
 import type { CoreTables } from '../../storage/schema.js';
@@ -10,6 +10,7 @@ import { MAX_NOTIFY_BYTES, PgListener, pgNotify, pgNotifyMany } from '../../real
 import { Batcher, type Settled } from '../../storage/batcher.js';
 import { type InappNotification, toInappNotification } from './inapp.model.js';
 import { InappRepository, type InappScope } from './inapp.repository.js';
+import { SocketCaps } from './inapp.socket-caps.js';
 
 /** The message the published in-app client acts on. */
 export const NEW_NOTIFICATIONS_ROUTE = 'inapp_web/new_notifications';
@@ -56,6 +57,7 @@ export interface InappRealtimeDeps {
   storage: Storage;
   db: Kysely<CoreTables>;
   logger: Logger;
+  clock: Clock;
   ids: Ids;
 }
 
@@ -65,6 +67,8 @@ export interface InappRealtimeDeps {
  */
 export class InappRealtime {
   readonly hub = new SocketHub();
+  /** The caps per environment and per process (the per-user one is the hub's). */
+  readonly caps: SocketCaps;
   /** Lets this process skip its own NOTIFY echoes: it already pushed to its sockets directly (a UUID, unique across processes). */
   private readonly origin: string;
   private listener: PgListener | undefined;
@@ -85,6 +89,12 @@ export class InappRealtime {
 
   constructor(private readonly deps: InappRealtimeDeps) {
     this.origin = deps.ids.uuid();
+    this.caps = new SocketCaps({
+      maxSocketsPerEnvironment: deps.config.inappMaxSocketsPerEnvironment,
+      maxSocketsPerProcess: deps.config.inappMaxSocketsPerProcess,
+      logger: deps.logger,
+      clock: deps.clock,
+    });
     this.notifies = new Batcher((payloads) => this.notifyAll(payloads), NOTIFIES_PER_STATEMENT);
   }
 
@@ -112,6 +122,7 @@ export class InappRealtime {
       socket.close(CLOSE_CREDENTIALS_CHANGED, CREDENTIALS_CHANGED_REASON);
       return;
     }
+    if (!this.caps.admit(scope, socket)) return;
     this.hub.add(keyOf(scope.envId, scope.userId), socket);
   }
 
