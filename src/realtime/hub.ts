@@ -7,7 +7,10 @@ export interface SocketHubOptions {
   maxSocketsPerKey?: number;
   /** Unsent bytes a socket may hold (`bufferedAmount`) after a send before it is dropped (default 1 MiB). */
   maxBufferedBytes?: number;
-  /** How long close() lets a socket answer its close frame before terminating it (default SHUTDOWN_CLOSE_GRACE_MS). */
+  /**
+   * How long a socket the hub closes (at shutdown, over the cap, too much unsent data, by
+   * closeWhere) may take to answer its close frame before it is terminated (default SHUTDOWN_CLOSE_GRACE_MS).
+   */
   shutdownGraceMs?: number;
 }
 
@@ -102,7 +105,7 @@ export class SocketHub {
   /**
    * Sends one text frame to every open socket of the group; returns how many it went to. A socket
    * whose peer does not read keeps every frame in memory: past the bound it gets no more and is
-   * closed (its close frame waits behind the unsent data; ws destroys it 30 s later if unanswered).
+   * closed (its close frame waits behind the unsent data; it is cut off after the grace).
    */
   send(key: string, text: string): number {
     let sent = 0;
@@ -141,10 +144,14 @@ export class SocketHub {
     void closeWithin(sockets, CLOSE_GOING_AWAY, SHUTTING_DOWN_REASON, this.shutdownGraceMs);
   }
 
-  /** Leaves the group at once (no further sends), then closes. */
+  /**
+   * Leaves the group at once (no further sends), then closes; cut off if the peer does not answer
+   * within the grace (ws would wait 30 s, the socket holding its descriptor and its place under
+   * the environment's cap: a peer could replace silent sockets faster than they went).
+   */
   private drop(key: string, socket: WebSocket, code: number, reason: string): void {
     this.remove(key, socket);
-    socket.close(code, reason);
+    void closeWithin([socket], code, reason, this.shutdownGraceMs);
   }
 
   private beat(): void {

@@ -102,3 +102,27 @@ describe('SocketHub.close', () => {
     }
   });
 });
+
+describe('SocketHub closing one socket', () => {
+  it('terminates a socket replaced over the per-user cap that does not answer its close frame within the grace', async () => {
+    const hub = new SocketHub({ shutdownGraceMs: 20, maxSocketsPerKey: 1 });
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    wss.on('connection', (socket) => hub.add('key', socket));
+    await new Promise((resolve) => wss.once('listening', resolve));
+    const silent = await RawWebsocket.open(portOf(wss.address()), '/');
+    let newer: RawWebsocket | undefined;
+    try {
+      await vi.waitFor(() => expect(hub.count('key')).toBe(1));
+      newer = await RawWebsocket.open(portOf(wss.address()), '/');
+      expect(await silent.closeFrame).toEqual({ code: 4008, reason: 'too many sockets for this user; oldest closed' });
+      // Without the bound ws waits 30 s for the answer that never comes: this test's timeout fails first.
+      await silent.ended;
+      expect(hub.count('key')).toBe(1);
+    } finally {
+      silent.destroy();
+      newer?.destroy();
+      hub.close();
+      await new Promise((resolve) => wss.close(resolve));
+    }
+  });
+});
