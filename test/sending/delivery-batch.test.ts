@@ -2,6 +2,8 @@
 // failure ends each delivery as a job of its own would.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RetryJobError } from '../../src/queue/port.js';
+import { DeliveryError } from '../../src/channels/types.js';
+import { MAX_PROVIDER_RETRY_AFTER_MS } from '../../src/modules/sending/retry-schedule.js';
 import { DeliveryRuns } from '../../src/modules/sending/delivery-runs.js';
 import { DELIVER_JOB, DeliveryWorker, MAX_DELIVERY_ATTEMPTS } from '../../src/modules/sending/delivery.worker.js';
 import { buildExecutors } from '../../src/modules/sending/executors/index.js';
@@ -73,6 +75,28 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
       const retried = await db().selectFrom('deliveries').select(['status', 'attempts']).where('id', '=', ids[1] ?? '').executeTakeFirst();
       expect(retried).toMatchObject({ status: 'pending', attempts: 2 });
       expect(smtp.messages).toHaveLength(1);
+    } finally {
+      await worker.close();
+      await close();
+    }
+  });
+  it("puts a delivery off by the provider's Retry-After, an hour at most", async () => {
+    const [trackingId] = await sendEmails(t, 'later', ['slow@example.com']);
+    const { executors, close } = buildExecutors(t.deps, t.services);
+    const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
+    try {
+      if (kind === 'sqlite') {
+        for (const { seq } of await db().selectFrom('send_intake').select('seq').orderBy('seq').execute()) await worker.ingestSends(seq);
+      } else {
+        await worker.processMessage(trackingId);
+      }
+      const { id } = await db().selectFrom('deliveries').select('id').where('tracking_id', '=', trackingId).executeTakeFirstOrThrow();
+      // A provider that says Retry-After: 999999999 (FCM did, in an audit: the retry was due in 2058).
+      const saysLater = { ...executors, EMAIL: { ...executors.EMAIL!, deliver: () => Promise.reject(new DeliveryError('RATE_LIMITED', 'busy', { retryable: true, retryAfterMs: 999_999_999_000 })) } };
+      const runs = new DeliveryRuns(t.deps, saysLater, t.services.users, { retryBaseMs: 10 });
+      const [result] = await runs.run([{ data: { deliveryId: id }, job: { id, name: DELIVER_JOB, attempt: 1, maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 } }]);
+      expect(result).toBeInstanceOf(RetryJobError);
+      expect((result as RetryJobError).delayMs).toBe(MAX_PROVIDER_RETRY_AFTER_MS);
     } finally {
       await worker.close();
       await close();

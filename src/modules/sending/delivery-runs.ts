@@ -1,12 +1,13 @@
 import type { Deps } from '../../deps.js';
 import { DeliveryError } from '../../channels/types.js';
-import { type GraceTimer, backoffDelay, realGraceTimer } from '../../queue/runner.js';
+import { type GraceTimer, realGraceTimer } from '../../queue/runner.js';
 import { type JobContext, type JobToEnqueue, type Queue, RetryJobError } from '../../queue/port.js';
 import type { AttemptOutcome } from '../delivery/ledger.js';
 import type { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel } from './channels.js';
 import type { BatchScope, DeliverOutcome, Executors } from './executors/types.js';
 import { MessagesRepository } from './messages.repository.js';
+import { retryDelayAfter } from './retry-schedule.js';
 import type { SendBody } from './sending.schemas.js';
 import type { AttemptRow, DeliveryRow, MessageRow } from './sending.tables.js';
 
@@ -61,7 +62,7 @@ export interface CallsStopOptions {
 
 /** Timing of a DeliveryRuns. */
 export interface DeliveryTiming {
-  /** Base of the exponential backoff between provider attempts (jittered, capped at an hour). */
+  /** Base of the waits between provider attempts (retry-schedule.ts; DELIVERY_RETRY_BASE_MS by default). */
   retryBaseMs: number;
   /** See FIRST_ATTEMPT_BUDGET_MS; 0 waits for every first attempt however long it takes. */
   firstAttemptBudgetMs?: number;
@@ -394,7 +395,7 @@ export class DeliveryRuns {
       const iso = at.toISOString();
       if (retry) {
         // Decided now, so that the ledger's warning line can say when the next attempt is due.
-        const retryDelayMs = failure.options.retryAfterMs ?? backoffDelay(attempt, { baseMs: this.timing.retryBaseMs });
+        const retryDelayMs = retryDelayAfter(attempt, failure.options.retryAfterMs, this.timing.retryBaseMs);
         const retryAt = new Date(at.getTime() + retryDelayMs).toISOString();
         return { index, delivery, message, channel, failure, retryDelayMs, record: { kind: 'retry', deliveryId: delivery.id, attempt: row, at: iso, retryAt } };
       }

@@ -12,6 +12,7 @@ import type { CollectedDelivery, DigestsService } from '../digests/digests.servi
 import type { TemplatesService } from '../templates/templates.service.js';
 import type { UsersService } from '../users/users.service.js';
 import { SEND_CHANNELS, type SendChannel, logNameOf } from './channels.js';
+import { DELIVERY_RETRY_BASE_MS } from './retry-schedule.js';
 import { type CallsStopOptions, DELIVERY_BATCH, DELIVER_JOB, FIRST_ATTEMPT_BATCH, type DeliveryTiming, DeliveryRuns, FIRST_ATTEMPT_BUDGET_MS, type HandedDelivery, MAX_DELIVERY_ATTEMPTS } from './delivery-runs.js';
 import { carriedDigest, digestContent, digestScheduleOf } from './digest-routing.js';
 import type { DeliverOutcome, Executors } from './executors/types.js';
@@ -56,7 +57,7 @@ export class DeliveryWorker {
     private readonly queue: Queue,
     private readonly executors: Executors,
     services: DeliveryWorkerServices,
-    /** The retries' backoff base (2 s by default) and the routing job's budget for first attempts. */
+    /** The retries' base wait (DELIVERY_RETRY_BASE_MS by default, see retry-schedule.ts) and the routing job's budget for first attempts. */
     timing: Partial<DeliveryTiming> = {},
     /**
      * Where content is rendered: worker threads, off the event loop that serves the API. Given, it
@@ -69,7 +70,7 @@ export class DeliveryWorker {
     this.users = services.users;
     this.templates = services.templates;
     this.digests = services.digests;
-    this.deliveries = new DeliveryRuns(deps, executors, this.users, { retryBaseMs: timing.retryBaseMs ?? 2000, firstAttemptBudgetMs: timing.firstAttemptBudgetMs ?? FIRST_ATTEMPT_BUDGET_MS }, queue);
+    this.deliveries = new DeliveryRuns(deps, executors, this.users, { retryBaseMs: timing.retryBaseMs ?? DELIVERY_RETRY_BASE_MS, firstAttemptBudgetMs: timing.firstAttemptBudgetMs ?? FIRST_ATTEMPT_BUDGET_MS }, queue);
   }
 
   /**
