@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import http2 from 'node:http2';
 import net from 'node:net';
 import { exportPKCS8, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -262,6 +263,26 @@ describe('APNs provider against a local HTTP/2 gateway', () => {
       expect(err.retryable).toBe(true);
     } finally {
       await unreachable.close();
+    }
+  });
+
+  it('close() cuts off a request the gateway never answers instead of waiting for it', async () => {
+    // A gateway that takes the request and never answers; the provider's own timeout is far away.
+    const silent = http2.createSecureServer({ cert: cert.cert, key: cert.key });
+    const streams: http2.ServerHttp2Stream[] = [];
+    silent.on('stream', (stream) => streams.push(stream));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const slow = newProvider(undefined, { sandboxUrl: `https://127.0.0.1:${(silent.address() as net.AddressInfo).port}`, requestTimeoutMs: 10 * 60_000 });
+    try {
+      const sent = failureOf(slow.send(scope, apn(deviceToken()), hello));
+      await eventually(() => streams.length === 1, 5000, 'the gateway to receive the request');
+      // Without the cut-off, close() waits for the answer: this test's timeout fails first.
+      await slow.close();
+      expect((await sent).retryable).toBe(true);
+    } finally {
+      await slow.close();
+      for (const stream of streams) stream.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
     }
   });
 
