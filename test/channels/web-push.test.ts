@@ -145,4 +145,34 @@ describe('web push adapter against a local push service', () => {
     expect(parsed.title).toBe('t');
     expect(parsed.message.endsWith('…')).toBe(true);
   });
+
+  it('fits every payload in one record: the message shortened, else the icon left out, the title shortened, the url left out; cut between characters, using the room', () => {
+    const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+    const read = (body: Buffer) => JSON.parse(body.toString('utf8')) as { title: string; message: string; icon?: string; url?: string };
+    // Emoji (4 bytes, two UTF-16 units each): never half of one.
+    const emoji = webPushPayload({ title: 't', message: '😀'.repeat(1999) });
+    expect(emoji.length).toBeLessThanOrEqual(MAX_WEB_PUSH_PLAINTEXT);
+    expect(emoji.length).toBeGreaterThan(MAX_WEB_PUSH_PLAINTEXT - 8);
+    expect(read(emoji).message).not.toMatch(loneSurrogate);
+    expect(read(emoji).message.endsWith('😀…')).toBe(true);
+    // Three-byte characters: about 1,100 fit beside a 500-character title, not the 224 a count in UTF-16 units left.
+    const cjk = read(webPushPayload({ title: 'T'.repeat(500), message: '漢'.repeat(2000) }));
+    expect(Array.from(cjk.message).length).toBeGreaterThan(1000);
+    // Title, icon and url within the API's limits, too long together: the icon is left out, the title cut.
+    const url = `https://app.example/${'u'.repeat(2020)}`;
+    const full = webPushPayload({ title: '😀'.repeat(500), message: 'hi', icon: `https://cdn.example/${'i'.repeat(2020)}`, url });
+    expect(full.length).toBeLessThanOrEqual(MAX_WEB_PUSH_PLAINTEXT);
+    const shown = read(full);
+    expect(shown.icon).toBeUndefined();
+    expect(shown.url).toBe(url);
+    expect(shown.title).not.toMatch(loneSurrogate);
+    expect(Array.from(shown.title).length).toBeGreaterThan(400);
+    expect(shown.title.endsWith('😀…')).toBe(true);
+    // The icon alone would fit beside a short title: only the message gives way.
+    const withIcon = read(webPushPayload({ title: 'Hi', message: 'm'.repeat(5000), icon: `https://cdn.example/${'i'.repeat(2020)}` }));
+    expect(withIcon.icon).toBe(`https://cdn.example/${'i'.repeat(2020)}`);
+    expect(withIcon.message.length).toBeGreaterThan(1800);
+    // What fits is left whole.
+    expect(read(webPushPayload({ title: 'Hi', message: 'there', url: 'https://app.example/x' }))).toEqual({ title: 'Hi', message: 'there', url: 'https://app.example/x' });
+  });
 });

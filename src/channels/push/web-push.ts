@@ -140,16 +140,40 @@ export function parseRetryAfter(value: string | string[] | undefined, now: Date)
   return ms === null ? undefined : Math.min(ms, MAX_RETRY_AFTER_MS);
 }
 
-/** The notification a service worker receives (`event.data.json()`), trimmed to fit one record. */
+/**
+ * The notification a service worker receives (`event.data.json()`): its JSON at most
+ * MAX_WEB_PUSH_PLAINTEXT bytes, one record, as RFC 8291 section 4 requires (push services need
+ * accept no more, RFC 8030 section 7.2). What does not fit gives way in this order: the message
+ * is shortened; should the rest not fit even without it, the icon is left out, then the title
+ * shortened, then the url left out. Texts are cut between characters, never inside one, and end
+ * with "…".
+ */
 export function webPushPayload(content: { title: string; message: string; icon?: string; url?: string }): Buffer {
-  const build = (message: string) => Buffer.from(JSON.stringify({ title: content.title, message, icon: content.icon, url: content.url }), 'utf8');
-  let body = build(content.message);
-  if (body.length <= MAX_WEB_PUSH_PLAINTEXT) return body;
-  // Shorten the message (the part that tolerates it) until the JSON fits.
-  let message = content.message;
-  while (body.length > MAX_WEB_PUSH_PLAINTEXT && message.length > 0) {
-    message = message.slice(0, Math.max(0, message.length - Math.ceil((body.length - MAX_WEB_PUSH_PLAINTEXT) / 2) - 1));
-    body = build(message ? `${message}…` : '');
+  const build = (c: typeof content) => Buffer.from(JSON.stringify({ title: c.title, message: c.message, icon: c.icon, url: c.url }), 'utf8');
+  const fits = (c: typeof content) => build(c).length <= MAX_WEB_PUSH_PLAINTEXT;
+  let shown = content;
+  const withoutMessage = () => ({ ...shown, message: '' });
+  const shortenTitle = () => (shown = { ...shown, title: longestFitting(content.title, (title) => fits({ ...withoutMessage(), title })) });
+  if (!fits(withoutMessage())) shown = { ...shown, icon: undefined };
+  if (!fits(withoutMessage())) shortenTitle();
+  if (!fits(withoutMessage())) {
+    shown = { ...shown, url: undefined };
+    shortenTitle();
   }
-  return body;
+  return build({ ...shown, message: longestFitting(shown.message, (message) => fits({ ...shown, message })) });
+}
+
+/** The longest prefix of `text` (whole characters, "…" after a cut) that `fits`; '' when none does. */
+function longestFitting(text: string, fits: (text: string) => boolean): string {
+  if (fits(text)) return text;
+  const chars = Array.from(text);
+  const cut = (n: number) => (n === chars.length ? text : `${chars.slice(0, n).join('')}…`);
+  let [low, high] = [0, chars.length];
+  // The longest n with fits(cut(n)); fewer characters never take more bytes.
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if (fits(cut(mid))) low = mid;
+    else high = mid - 1;
+  }
+  return low === 0 ? '' : cut(low);
 }
