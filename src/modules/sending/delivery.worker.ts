@@ -531,6 +531,8 @@ export class DeliveryWorker {
     }
 
     const suppressed = new Set(Object.keys(found.suppressions));
+    // A STOP holds for the number, whichever user record carries it.
+    if (reads.smsOptedOut(message)) suppressed.add('SMS');
     const off = reads.channelsOff(message, type);
     const decisions = routeChannels({
       forceChannels: body.forceChannels,

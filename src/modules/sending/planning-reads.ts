@@ -6,6 +6,7 @@ import { type EnvironmentRow, EnvironmentsRepository } from '../environments/env
 import { DigestsRepository } from '../digests/digests.repository.js';
 import type { DigestRow } from '../digests/digests.tables.js';
 import { PreferenceBook } from '../preferences/preferences.service.js';
+import { SmsOptOutsRepository } from '../telephony/sms-opt-outs.repository.js';
 import type { PreferenceDelivery } from '../preferences/preferences.tables.js';
 import { TemplatesRepository } from '../templates/templates.repository.js';
 import type { ResolvedTemplate, TemplatesService } from '../templates/templates.service.js';
@@ -29,6 +30,8 @@ export class PlanningReads {
   private readonly shared = new Map<string, Promise<unknown>>();
   /** The batch's user preferences, per environment. */
   private readonly preferences = new Map<string, PreferenceBook>();
+  /** The batch's numbers that texted STOP, per environment. */
+  private readonly optedOut = new Map<string, Set<string>>();
 
   private constructor(
     private readonly deps: Deps,
@@ -53,6 +56,8 @@ export class PlanningReads {
       // One query per environment for the batch's (user, type) pairs; most batches find none.
       const book = await PreferenceBook.read(deps.db, { accountId, envId }, paddedToPowerOfTwo([...found.keys()]), paddedToPowerOfTwo([...new Set(group.map((m) => m.notification_id))]));
       reads.preferences.set(`${accountId}\u0000${envId}`, book);
+      const numbers = new Set(group.map((m) => smsNumberOf(m, found.get(m.user_id)?.user)).filter((n) => n !== undefined));
+      if (numbers.size > 0) reads.optedOut.set(`${accountId}\u0000${envId}`, new Set(await new SmsOptOutsRepository(deps.db).optedOut(accountId, envId, paddedToPowerOfTwo([...numbers]))));
     }
     return reads;
   }
@@ -64,6 +69,12 @@ export class PlanningReads {
   /** The message's recipient with their suppressions; undefined when the user was deleted. */
   user(message: MessageRow): { user: User; suppressions: Suppressions } | undefined {
     return this.users.get(`${message.account_id}\u0000${message.env_id}\u0000${message.user_id}`);
+  }
+
+  /** Whether the number the message's SMS would go to opted out (STOP) in its environment. */
+  smsOptedOut(message: MessageRow): boolean {
+    const number = smsNumberOf(message, this.user(message)?.user);
+    return number !== undefined && (this.optedOut.get(envKey(message))?.has(number) ?? false);
   }
 
   /**
@@ -151,5 +162,7 @@ export class PlanningReads {
 }
 
 const NONE: ReadonlySet<string> = new Set();
+/** The number an SMS of the message goes to: the one stored at intake, else the user's (as the SMS executor picks). */
+const smsNumberOf = (m: MessageRow, user: User | undefined) => m.user_number ?? user?.number ?? undefined;
 const envKey = (m: MessageRow) => `${m.account_id}\u0000${m.env_id}`;
 const typeKey = (m: MessageRow) => `${envKey(m)}\u0000${m.notification_id}`;

@@ -10,11 +10,8 @@ import type { Suppressions } from '../users/users.types.js';
 import type { WebhookEventType } from '../webhooks/events.js';
 import type { NewWebhookEvent, WebhookOutbox } from '../webhooks/outbox.js';
 import { normalizePhoneNumber } from '../users/users.validation.js';
+import { SmsOptOuts, inboundKeyword, keywordOf } from './sms-opt-outs.service.js';
 import { TelephonyRepository } from './telephony.repository.js';
-
-/** Carrier keywords (Twilio's default opt-out / opt-in lists). */
-export const STOP_KEYWORDS = new Set(['STOP', 'STOPALL', 'UNSUBSCRIBE', 'CANCEL', 'END', 'QUIT']);
-export const START_KEYWORDS = new Set(['START', 'YES', 'UNSTOP']);
 
 /**
  * Form parameters the development carrier adds to a text it simulates to the shared number (no
@@ -59,6 +56,7 @@ export class TelephonyCallbacks {
     /** Where SMS_INBOUND, SMS_UNSUBSCRIBE and SMS_SUBSCRIBE are written, in the transaction that records them. */
     private readonly outbox: WebhookOutbox,
     private readonly repo: TelephonyRepository = new TelephonyRepository(deps.db),
+    private readonly optOuts: SmsOptOuts = new SmsOptOuts(deps),
   ) {}
 
   /** A client for lookups made while answering a callback: short timeout, the carrier waits on us. */
@@ -141,13 +139,16 @@ export class TelephonyCallbacks {
 
   /**
    * An SMS a user sent to one of our numbers, recorded in one transaction: the `sms_inbound_*`
-   * fields on the log of the last send to them from that number (through the ledger), SMS
-   * suppression set or cleared for STOP/START, and the webhook events of both (SMS_INBOUND for
-   * every text, SMS_UNSUBSCRIBE / SMS_SUBSCRIBE per user for STOP / START) through the outbox.
-   * Without such a send there is no environment to record anything in: the text is logged and
-   * dropped (the carrier itself blocks the pair after a STOP). Otherwise the send's auto-reply
-   * goes out once, unless the number is suppressed for SMS (decided in that transaction). Answers
-   * TwiML (empty: replies go through the REST API, so they are logged).
+   * fields on the log of the last send to them from that number (through the ledger), for
+   * STOP/START the number's opt-out in that environment (SmsOptOuts) and the SMS suppression of
+   * its users set or cleared, and the webhook events of both (SMS_INBOUND for every text,
+   * SMS_UNSUBSCRIBE / SMS_SUBSCRIBE per user for STOP / START) through the outbox. Twilio's
+   * OptOutType, when present, says which keyword it was (inboundKeyword). Without such a send
+   * there is no environment to record anything in: the text is logged and dropped (the carrier
+   * itself blocks the pair after a STOP). Otherwise the send's auto-reply goes out once, unless
+   * the text was a keyword (the carrier answers those) or the number is suppressed or opted out
+   * for SMS (decided in that transaction). Answers TwiML (empty: replies go through the REST
+   * API, so they are logged).
    *
    * Which send: the last one from that number to the user, within the number's account. For the
    * shared number (CLARION_DEFAULT_SMS_FROM, no account's) that is the last send from it by any
@@ -162,13 +163,14 @@ export class TelephonyCallbacks {
     const simulated = this.simulatedScope(params);
     const owner = simulated ? undefined : await this.repo.findNumber(to);
     const last = await this.repo.lastSmsSend(from, to, simulated?.accountId ?? owner?.account_id, simulated?.envId);
-    const keyword = text.trim().replace(/[.!]+$/, '').toUpperCase();
-    const optOut = STOP_KEYWORDS.has(keyword) ? 'stop' : START_KEYWORDS.has(keyword) ? 'start' : null;
+    const keyword = keywordOf(text);
+    const kind = inboundKeyword(text, field(params, 'OptOutType'));
+    const optOut = kind === 'help' ? null : kind;
     if (!last) {
       // A number is the account's, but what a text belongs to is an environment: the one of the
       // last send to this user from this number. Without one there is no log, no user and no
       // webhook endpoint to give it to.
-      this.deps.logger.info({ to, keyword: optOut ? keyword : undefined }, 'inbound SMS from a number never sent to from this number; not recorded');
+      this.deps.logger.info({ to, keyword: kind ? keyword : undefined }, 'inbound SMS from a number never sent to from this number; not recorded');
       return;
     }
     const now = this.deps.clock.now().toISOString();
@@ -192,7 +194,11 @@ export class TelephonyCallbacks {
       const repo = new TelephonyRepository(tx.db);
       const events = [event('SMS_INBOUND', last.user_id)];
       if (optOut) {
-        // Every user of that environment with this number: the person, not one record of them.
+        // The number itself (routing skips it whoever carries it, later records included), and
+        // every user of that environment with it, whose reads and suppressions show the STOP.
+        const scope = { accountId: last.account_id, envId: last.env_id };
+        if (optOut === 'stop') await this.optOuts.stop(scope, from, { keyword, to, messageSid: messageSid ?? null, at: now }, tx.db);
+        else await this.optOuts.start(scope, from, tx.db);
         for (const user of await repo.usersWithNumber(last.account_id, last.env_id, from)) {
           if (optOut === 'stop') {
             await this.users.setSuppression(last.account_id, last.env_id, user.id, 'SMS', { reason: 'Unsubscribed', details: { keyword, from, to, messageSid: messageSid ?? null } }, tx.db);
@@ -204,12 +210,14 @@ export class TelephonyCallbacks {
         }
       }
       await this.outbox.emit(tx.db, events);
-      if (optOut || !last.auto_reply) return false;
+      // A keyword (STOP, START, HELP) is answered by the carrier itself.
+      if (kind || !last.auto_reply) return false;
       // Decided here, with the users' rows locked (PostgreSQL; SQLite runs one transaction at a
       // time): a STOP from this number recorded at the same moment either committed first and its
       // suppression is seen, or waits for this claim. No reply to a number that opted out.
       const recipients = await repo.smsRecipients(last.account_id, last.env_id, last.user_id, from, this.deps.storage.dialect === 'postgres');
       if (recipients.some((r) => smsSuppressed(r.suppressions))) return false;
+      if ((await this.optOuts.optedOut(last.account_id, last.env_id, [from], tx.db)).size > 0) return false;
       return repo.claimAutoReply(last.delivery_id, now);
     });
 
