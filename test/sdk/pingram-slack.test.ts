@@ -61,7 +61,7 @@ describe.each(STORAGE_KINDS)('pingram SDK: Slack OAuth and channels (%s)', (kind
     expect((await api('GET', '/users/ada/slack-oauth')).status).toBe(404);
     const put = await api('PUT', '/settings/slack/app', APP);
     expect(put.status).toBe(200);
-    const expected = { clientId: APP.clientId, clientSecret: '****cret', redirectUri: `${address}/slack/oauth/callback`, scopes: ['chat:write', 'im:write', 'channels:read', 'groups:read', 'users:read'] };
+    const expected = { clientId: APP.clientId, clientSecret: '****cret', redirectUri: `${address}/slack/oauth/callback`, scopes: ['chat:write', 'chat:write.customize', 'chat:write.public', 'im:write', 'channels:read', 'groups:read', 'users:read'] };
     expect(await put.json()).toMatchObject(expected);
     expect(await (await api('GET', '/settings/slack/app')).json()).toMatchObject(expected);
     const row = await t.deps.db.selectFrom('slack_apps' as never).selectAll().executeTakeFirst();
@@ -74,7 +74,7 @@ describe.each(STORAGE_KINDS)('pingram SDK: Slack OAuth and channels (%s)', (kind
     expect(authorize.origin + authorize.pathname).toBe(new URL('/oauth/v2/authorize', slack.url).href);
     expect(authorize.searchParams.get('client_id')).toBe(APP.clientId);
     expect(authorize.searchParams.get('redirect_uri')).toBe(`${address}/slack/oauth/callback`);
-    expect(authorize.searchParams.get('scope')).toBe('chat:write,im:write,channels:read,groups:read,users:read');
+    expect(authorize.searchParams.get('scope')).toBe('chat:write,chat:write.customize,chat:write.public,im:write,channels:read,groups:read,users:read');
     expect(start.expiresAt).toBe(new Date(clock.now().getTime() + 600_000).toISOString());
 
     const back = await approve(start.url);

@@ -8,11 +8,13 @@ export interface SlackAppCredentials {
 }
 
 /**
- * The bot scopes Clarion asks an install for: posting (chat:write), direct messages
- * (im:write, for a user id as slackChannel), and listing the workspace for the channel picker
- * (channels:read, groups:read, users:read).
+ * The bot scopes Clarion asks an install for: posting (chat:write), as the send's `slack.username`
+ * and icon (chat:write.customize: without it Slack ignores both), to public channels the bot has
+ * not joined (chat:write.public: without it a `#channel` the app was never invited to fails
+ * not_in_channel), direct messages (im:write, for a user id as slackChannel), and listing the
+ * workspace for the channel picker (channels:read, groups:read, users:read).
  */
-export const SLACK_BOT_SCOPES = ['chat:write', 'im:write', 'channels:read', 'groups:read', 'users:read'] as const;
+export const SLACK_BOT_SCOPES = ['chat:write', 'chat:write.customize', 'chat:write.public', 'im:write', 'channels:read', 'groups:read', 'users:read'] as const;
 
 /**
  * Slack's OAuth v2 authorize URL (https://slack.com/oauth/v2/authorize), on the host of the
