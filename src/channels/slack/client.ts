@@ -64,7 +64,7 @@ export class SlackClients {
       slackApiUrl: this.options.apiUrl,
       retryConfig: { retries: 0 },
       rejectRateLimitedCalls: true,
-      timeout: this.options.timeoutMs ?? 15_000,
+      timeout: this.options.timeoutMs ?? REQUEST_TIMEOUT_MS,
       allowAbsoluteUrls: false,
       logger: this.slackLogger,
     });
@@ -72,6 +72,13 @@ export class SlackClients {
 }
 
 /** Slack's answers that a later attempt may not get (their own server trouble). */
+/**
+ * How long a Web API call may take by default. Long, because a chat.postMessage given up on is
+ * not unposted: at 15 s, an answer that came at 17 s was dropped and the message posted again (an
+ * audit). A slow call holds no routing slot (the delivery is handed over after the first-attempt budget).
+ */
+const REQUEST_TIMEOUT_MS = 60_000;
+
 const TRANSIENT_SLACK_ERRORS = new Set(['internal_error', 'fatal_error', 'service_unavailable', 'request_timeout', 'ratelimited', 'rate_limited']);
 
 /**

@@ -80,6 +80,14 @@ export interface CreateCallRequest {
 type Form = [string, string][];
 
 /**
+ * How long a request may take by default. Long, because giving up on a request Twilio received
+ * does not unsend it: at 15 s, an answer that came at 16 s was dropped and the text sent again
+ * (an audit saw two Message resources for one send). A slow call holds no routing slot (the
+ * delivery is handed over after FIRST_ATTEMPT_BUDGET_MS), and HANDOVER_DELAY_MS is longer still.
+ */
+const REQUEST_TIMEOUT_MS = 60_000;
+
+/**
  * A client of the Twilio REST API (2010-04-01): form-encoded bodies, Basic AccountSid:AuthToken,
  * JSON answers. Failures are DeliveryErrors (retryable for 429, 5xx and network errors).
  *
@@ -170,7 +178,7 @@ export class TwilioClient {
           ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
         },
         ...(form ? { body: new URLSearchParams(form).toString() } : {}),
-        signal: AbortSignal.timeout(this.options.timeoutMs ?? 15_000),
+        signal: AbortSignal.timeout(this.options.timeoutMs ?? REQUEST_TIMEOUT_MS),
       });
     } catch (err) {
       const timedOut = (err as Error).name === 'TimeoutError';
