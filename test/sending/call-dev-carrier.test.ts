@@ -51,6 +51,18 @@ describe.each(STORAGE_KINDS)('calls end to end through the local development car
     expect(record.call_delivered_at).toBeUndefined();
   });
 
+  it('fails a text longer than Twilio takes as inline TwiML (4,000 characters once escaped) without placing the call', async () => {
+    // 3,000 characters, 3,600 once the ampersands are escaped, plus the <Response><Say> around them.
+    const fits = await call({ id: 'long-ok', number: '+14155550141' }, `${'a'.repeat(3_000)}`);
+    const tooLong = await call({ id: 'long-no', number: '+14155550142' }, `${'a & b '.repeat(500)}`);
+    expect((await settled(fits, 'call_sent_at')).call_failed_code).toBeUndefined();
+    const record = await settled(tooLong, 'call_failed_at');
+    expect(record.call_failed_code).toBe('CALL_MESSAGE_TOO_LONG');
+    expect(record.call_sent_at).toBeUndefined();
+    const calls = (await t.app.inject({ method: 'GET', url: '/dev-carrier/calls', headers: t.auth })).json().calls as { to: string }[];
+    expect(calls.map((c) => c.to)).not.toContain('+14155550142');
+  });
+
   it('a number the carrier refuses fails the call permanently', async () => {
     const trackingId = await call({ id: 'bad-callee', number: '+15005550001' }, 'Hello');
     const record = await settled(trackingId, 'call_failed_at');

@@ -6,6 +6,9 @@ export function escapeXml(text: string): string {
   return text.replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g, '').replace(/[&<>"']/g, (c) => XML_ESCAPES[c]);
 }
 
+/** Twilio's limit on TwiML given inline (the Twiml parameter of a call): longer fails with error 32018. */
+export const MAX_INLINE_TWIML_CHARS = 4000;
+
 /** TwiML that speaks one text and hangs up. */
 export function sayTwiml(text: string): string {
   return `<Response><Say>${escapeXml(text)}</Say></Response>`;

@@ -1,5 +1,5 @@
 import { CALLBACK_PATHS, publicBase, telephonyClient } from '../../../channels/telephony/endpoint.js';
-import { sayTwiml } from '../../../channels/telephony/twiml.js';
+import { MAX_INLINE_TWIML_CHARS, sayTwiml } from '../../../channels/telephony/twiml.js';
 import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
 import type { NumbersService } from '../../telephony/numbers.service.js';
@@ -23,12 +23,18 @@ export function callExecutor(deps: Deps, services: { numbers: NumbersService; us
       if (!to) throw new DeliveryError('NO_NUMBER', 'the user has no phone number', { retryable: false });
       const text = str(content.text) ?? str(content.message) ?? '';
       if (text.trim() === '') throw new DeliveryError('EMPTY_MESSAGE', 'the call has no text to speak', { retryable: false });
+      const twiml = sayTwiml(text);
+      if (twiml.length > MAX_INLINE_TWIML_CHARS) {
+        // Twilio would refuse it (32018) after the call was paid for in a request: said here, in words.
+        const reason = `the call's text is ${twiml.length} characters of TwiML once XML-escaped (each & is 5, < and > 4); Twilio takes at most ${MAX_INLINE_TWIML_CHARS}`;
+        throw new DeliveryError('CALL_MESSAGE_TOO_LONG', reason, { retryable: false });
+      }
       const from = await numbers.defaultNumber(message.account_id);
       if (!from) throw new DeliveryError('NO_SENDER_NUMBER', 'the account owns no number and CLARION_DEFAULT_SMS_FROM is not set', { retryable: false });
       const call = await client.createCall({
         to,
         from,
-        twiml: sayTwiml(text),
+        twiml,
         statusCallback: `${publicBase(deps.config)}${CALLBACK_PATHS.callStatus}`,
         statusCallbackEvents: CALL_STATUS_EVENTS,
       });
