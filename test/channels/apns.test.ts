@@ -239,11 +239,28 @@ describe('APNs provider against a local HTTP/2 gateway', () => {
     expect(sandbox.requests).toHaveLength(0);
   });
 
-  it('refuses a payload over 4 KB before sending it', async () => {
-    const err = await failureOf(provider.send(scope, apn(deviceToken()), { title: 'Long', message: 'x'.repeat(5000) }));
+  it('shortens a long alert to fit 4 KB (body first, then title, between characters), and refuses what custom data alone makes too large', async () => {
+    // The API's largest title and message, in a three-byte script: 13.5 KB as given.
+    await provider.send(scope, apn(deviceToken()), { title: '題'.repeat(500), message: '本'.repeat(4000) });
+    const [long] = sandbox.requests;
+    expect(Buffer.byteLength(long.rawPayload)).toBeLessThanOrEqual(4096);
+    expect(Buffer.byteLength(long.rawPayload)).toBeGreaterThan(4096 - 8);
+    const alert = (long.payload.aps as { alert: { title: string; body: string } }).alert;
+    expect(alert.body).toMatch(/^本+…$/);
+    expect(alert.title).toBe('題'.repeat(500));
+    // A 4,000-character title alone: the body goes, the title is cut.
+    await provider.send(scope, apn(deviceToken()), { title: '😀'.repeat(2000), message: 'hi' });
+    const titled = (sandbox.requests[1].payload.aps as { alert: { title: string; body: string } }).alert;
+    expect(titled.body).toBe('');
+    expect(titled.title).toMatch(/^(😀)+…$/u);
+    // What fits is sent as given.
+    await provider.send(scope, apn(deviceToken()), hello);
+    expect(sandbox.requests[2].payload.aps).toMatchObject({ alert: { title: 'Hello', body: 'World' } });
+
+    const err = await failureOf(provider.send(scope, apn(deviceToken()), { title: 'Data', message: 'x', customData: { blob: 'x'.repeat(5000) } }));
     expect(err.code).toBe('APNS_PAYLOAD_TOO_LARGE');
     expect(err.retryable).toBe(false);
-    expect(sandbox.requests).toHaveLength(0);
+    expect(sandbox.requests).toHaveLength(3);
   });
 
   it('replaces a session the gateway closed (GOAWAY), and fails over retryably when the gateway is unreachable', async () => {

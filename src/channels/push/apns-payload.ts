@@ -1,3 +1,4 @@
+import { longestFitting } from './fit-text.js';
 import type { MobilePushMessage } from './types.js';
 
 /** APNs refuses larger payloads (413 PayloadTooLarge); checked before the request. */
@@ -43,5 +44,27 @@ export function buildApnsRequest(message: MobilePushMessage, topic: string, nowS
   // expiry is seconds from now; 0 means "deliver now or never" (apns-expiration: 0).
   if (o.expiry !== undefined && Number.isFinite(o.expiry)) headers['apns-expiration'] = o.expiry <= 0 ? '0' : String(nowSeconds + Math.floor(o.expiry));
   if (o.collapseId) headers['apns-collapse-id'] = o.collapseId;
-  return { headers, payload: JSON.stringify({ aps, ...Object.fromEntries(custom) }) };
+  return { headers, payload: fittedPayload(aps, Object.fromEntries(custom)) };
+}
+
+/**
+ * The JSON body within APNS_MAX_PAYLOAD_BYTES when shortening the alert can make it so: the body
+ * first, then the title (cut between characters, ending with "…"), as Apple advises for long
+ * text. The API takes a 500-character title and a 4,000-character message, 4.5 KB of ASCII and
+ * more of other scripts, which APNs would refuse. Custom data is never cut: a payload too large
+ * with an empty alert is left as is (the send fails APNS_PAYLOAD_TOO_LARGE).
+ */
+function fittedPayload(aps: Record<string, unknown>, custom: Record<string, unknown>): string {
+  const build = (alert: unknown) => JSON.stringify({ aps: alert === undefined ? aps : { ...aps, alert }, ...custom });
+  const fits = (alert: unknown) => Buffer.byteLength(build(alert)) <= APNS_MAX_PAYLOAD_BYTES;
+  let alert = aps.alert as Record<string, string> | undefined;
+  if (!alert || fits(alert)) return build(alert);
+  for (const field of ['body', 'title'] as const) {
+    const text: string | undefined = alert[field];
+    if (text === undefined) continue;
+    const current: Record<string, string> = alert;
+    alert = { ...current, [field]: longestFitting(text, (t) => fits({ ...current, [field]: t })) };
+    if (fits(alert)) break;
+  }
+  return build(alert);
 }

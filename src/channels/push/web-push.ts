@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type WebPushLibrary from 'web-push';
 import { retryAfterMs } from '../../net/retry-after.js';
+import { longestFitting } from './fit-text.js';
 import { SafeFetchError, type HostLookup } from '../../net/ssrf.js';
 import { PushTransport } from './web-push-transport.js';
 import { type VapidCredentials, VapidTokenCache } from './web-push-vapid.js';
@@ -163,17 +164,3 @@ export function webPushPayload(content: { title: string; message: string; icon?:
   return build({ ...shown, message: longestFitting(shown.message, (message) => fits({ ...shown, message })) });
 }
 
-/** The longest prefix of `text` (whole characters, "…" after a cut) that `fits`; '' when none does. */
-function longestFitting(text: string, fits: (text: string) => boolean): string {
-  if (fits(text)) return text;
-  const chars = Array.from(text);
-  const cut = (n: number) => (n === chars.length ? text : `${chars.slice(0, n).join('')}…`);
-  let [low, high] = [0, chars.length];
-  // The longest n with fits(cut(n)); fewer characters never take more bytes.
-  while (low < high) {
-    const mid = Math.ceil((low + high) / 2);
-    if (fits(cut(mid))) low = mid;
-    else high = mid - 1;
-  }
-  return low === 0 ? '' : cut(low);
-}
