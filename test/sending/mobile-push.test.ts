@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { exportPKCS8, generateKeyPair } from 'jose';
 import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
+import { expectErrorBody } from '../helpers/error-body.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type ApnsPeer, type TestCertificate, createTestCertificate, startApnsPeer } from '../helpers/apns-peer.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
@@ -44,6 +45,12 @@ describe.each(STORAGE_KINDS)('send: mobile push over APNs end to end (%s)', (kin
   beforeEach(() => {
     production.requests.length = 0;
     sandbox.requests.length = 0;
+  });
+
+  it('refuses an apns-collapse-id longer than APNs takes (64), at the send', async () => {
+    const res = await send({ type: 'order_shipped', to: { id: 'ios-user', pushTokens: [apn(deviceToken())] }, mobile_push: { title: 't', message: 'm' }, options: { apn: { collapseId: 'c'.repeat(65) } } });
+    expectErrorBody(res, 400, 'VALIDATION_FAILED', /collapseId/);
+    expect(sandbox.requests).toHaveLength(0);
   });
 
   it('renders the push and sends it to every device of the user, each to its gateway', async () => {

@@ -36,7 +36,8 @@ export const SendOptionsSchema = Strict({
       expiry: Type.Optional(Type.Number({ minimum: 0, description: 'seconds until expiry; 0: now or never' })),
       // APNs' apns-priority values: 10 immediate, 5 power-saving, 1 prioritize the device's power.
       priority: Type.Optional(Type.Union([Type.Literal(10), Type.Literal(5), Type.Literal(1)])),
-      collapseId: Type.Optional(Type.String()),
+      // apns-collapse-id: APNs refuses more than 64 bytes (400 BadCollapseId), after the send was accepted.
+      collapseId: Type.Optional(Type.String({ maxLength: 64 })),
       threadId: Type.Optional(Type.String()),
       badge: Type.Optional(Type.Integer({ minimum: 0, description: 'the app icon badge; 0 clears it' })),
       sound: Type.Optional(Type.String()),
