@@ -60,7 +60,9 @@ describe.each(STORAGE_KINDS)('send: mobile push over FCM HTTP v1 end to end (%s)
           token: s.body.message.token,
           notification: { title: 'Order 42 shipped', body: 'Order #42 is on its way' },
           data: { orderId: '42' },
-          android: { collapse_key: 'order-42', priority: 'HIGH', ttl: '600s', restricted_package_name: 'com.example.shop' },
+          // The trackingId as tag (and iOS collapse id): a push that goes out twice shows once.
+          android: { collapse_key: 'order-42', priority: 'HIGH', ttl: '600s', restricted_package_name: 'com.example.shop', notification: { tag: trackingId } },
+          apns: { headers: { 'apns-collapse-id': trackingId } },
         },
       });
     }

@@ -97,6 +97,8 @@ describe.each(STORAGE_KINDS)('send: mobile push over APNs end to end (%s)', (kin
     expect(record.mobile_push_failed_token.split(', ')).toEqual([bad, fcm.token]);
     expect(record.mobile_push_failed_code.split(', ')).toEqual(['APNS_BAD_DEVICE_TOKEN', 'NOT_CONFIGURED']);
     expect(sandbox.requests.map((r) => r.answer.reason ?? r.answer.status).sort()).toEqual([200, 'BadDeviceToken'].sort());
+    // No collapseId of its own: the trackingId, so that the push shows once if it goes out twice.
+    expect(sandbox.requests.map((r) => r.headers['apns-collapse-id'])).toEqual([trackingId, trackingId]);
 
     // The invalid token is gone from the user; the FCM token (not configured, not invalid) stays.
     const stored = await user('mixed-user');

@@ -43,7 +43,8 @@ export function buildApnsRequest(message: MobilePushMessage, topic: string, nowS
   };
   // expiry is seconds from now; 0 means "deliver now or never" (apns-expiration: 0).
   if (o.expiry !== undefined && Number.isFinite(o.expiry)) headers['apns-expiration'] = o.expiry <= 0 ? '0' : String(nowSeconds + Math.floor(o.expiry));
-  if (o.collapseId) headers['apns-collapse-id'] = o.collapseId;
+  const collapseId = o.collapseId || message.dedupeKey;
+  if (collapseId) headers['apns-collapse-id'] = collapseId;
   return { headers, payload: fittedPayload(aps, Object.fromEntries(custom)) };
 }
 

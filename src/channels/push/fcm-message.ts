@@ -7,7 +7,8 @@ export interface FcmV1Message {
   token: string;
   notification: { title: string; body: string };
   data?: Record<string, string>;
-  android?: { collapse_key?: string; priority?: 'HIGH' | 'NORMAL'; ttl?: string; restricted_package_name?: string };
+  android?: { collapse_key?: string; priority?: 'HIGH' | 'NORMAL'; ttl?: string; restricted_package_name?: string; notification?: { tag: string } };
+  apns?: { headers: Record<string, string> };
 }
 
 /** FCM durations are seconds with up to nine fractional digits and an "s" suffix. */
@@ -22,15 +23,18 @@ export function buildFcmRequest(token: string, message: MobilePushMessage): { me
   if (message.customData && Object.keys(message.customData).length > 0) {
     out.data = Object.fromEntries(Object.entries(message.customData).map(([k, v]) => [k, String(v)]));
   }
-  const a = message.fcm?.android;
-  if (a) {
-    const android: NonNullable<FcmV1Message['android']> = {};
-    if (a.collapseKey !== undefined) android.collapse_key = a.collapseKey;
-    if (a.priority !== undefined) android.priority = a.priority.toLowerCase() === 'high' ? 'HIGH' : 'NORMAL';
-    if (a.ttl !== undefined && Number.isFinite(a.ttl)) android.ttl = duration(a.ttl);
-    if (a.restrictedPackageName !== undefined) android.restricted_package_name = a.restrictedPackageName;
-    if (Object.keys(android).length > 0) out.android = android;
+  const a = message.fcm?.android ?? {};
+  const android: NonNullable<FcmV1Message['android']> = {};
+  if (a.collapseKey !== undefined) android.collapse_key = a.collapseKey;
+  if (a.priority !== undefined) android.priority = a.priority.toLowerCase() === 'high' ? 'HIGH' : 'NORMAL';
+  if (a.ttl !== undefined && Number.isFinite(a.ttl)) android.ttl = duration(a.ttl);
+  if (a.restrictedPackageName !== undefined) android.restricted_package_name = a.restrictedPackageName;
+  // A push sent twice replaces itself in the drawer (Android) or shows once (iOS through FCM).
+  if (message.dedupeKey) {
+    android.notification = { tag: message.dedupeKey };
+    out.apns = { headers: { 'apns-collapse-id': message.dedupeKey } };
   }
+  if (Object.keys(android).length > 0) out.android = android;
   return { message: out };
 }
 

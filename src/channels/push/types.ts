@@ -17,6 +17,13 @@ export interface MobilePushMessage {
   customData?: Record<string, string>;
   apn?: { expiry?: number; priority?: number; collapseId?: string; threadId?: string; badge?: number; sound?: string; contentAvailable?: boolean };
   fcm?: { android?: { collapseKey?: string; priority?: 'high' | 'normal'; ttl?: number; restrictedPackageName?: string } };
+  /**
+   * The same for every attempt of one delivery (its trackingId), so that a device shows once a
+   * push that went out twice (an attempt whose answer never came, a run again after a crash):
+   * APNs' apns-collapse-id (unless the send set its own), FCM's android.notification.tag and
+   * apns-collapse-id. Nothing marks a duplicate otherwise: delivery is at least once.
+   */
+  dedupeKey?: string;
 }
 
 export interface PushScope {

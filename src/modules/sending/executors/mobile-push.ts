@@ -63,6 +63,7 @@ export function mobilePushExecutor(
         ...(options.push?.customData ? { customData: options.push.customData } : {}),
         ...(options.apn ? { apn: options.apn } : {}),
         ...(options.fcm ? { fcm: options.fcm } : {}),
+        dedupeKey: message.tracking_id,
       };
       const outcomes = await Promise.all(tokens.map((token) => sendOne(scope, token, push)));
       const sent = outcomes.filter((o): o is Extract<TokenOutcome, { result: DeliveryResult }> => 'result' in o);
