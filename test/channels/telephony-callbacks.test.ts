@@ -4,7 +4,7 @@ import { twilioSignature } from '../../src/channels/telephony/signature.js';
 import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
-import { type TwilioPeer, startTwilioPeer } from '../helpers/twilio-peer.js';
+import { type TwilioPeer, startTwilioPeer, postTwilioCallback } from '../helpers/twilio-peer.js';
 import { eventually } from '../helpers/wait.js';
 
 /** Clarion configured for Twilio (a loopback Twilio peer): the test plays Twilio's callbacks itself. */
@@ -17,12 +17,7 @@ describe.each(STORAGE_KINDS)('telephony with Twilio configured: REST, retries an
   const settled = (trackingId: string, field: string) => eventually(async () => ((await log(trackingId))?.[field] !== undefined ? log(trackingId) : undefined), 15_000, field);
   const send = async (payload: unknown) => (await t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: payload as object })).json().trackingId as string;
   /** POSTs a form to a callback route over real HTTP, signed with `token` (or not at all). */
-  const callback = (path: string, params: Record<string, string>, token: string | null) =>
-    fetch(`${base}${path}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', ...(token ? { 'x-twilio-signature': twilioSignature(token, `${base}${path}`, params) } : {}) },
-      body: new URLSearchParams(params).toString(),
-    });
+  const callback = (path: string, params: Record<string, string>, token: string | null) => postTwilioCallback(`${base}${path}`, params, token);
   const events = () => t.deps.db.selectFrom('provider_events' as never).selectAll().execute();
 
   beforeAll(async () => {

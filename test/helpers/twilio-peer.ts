@@ -1,3 +1,4 @@
+import { twilioSignature } from '../../src/channels/telephony/signature.js';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -177,4 +178,13 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
         server.close(() => resolve());
       }),
   };
+}
+
+/** POSTs `form` over real HTTP to a Twilio callback route of Clarion at `url`, signed as Twilio signs it with `authToken` (null: unsigned). */
+export function postTwilioCallback(url: string, form: Record<string, string>, authToken: string | null): Promise<Response> {
+  return fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...(authToken ? { 'x-twilio-signature': twilioSignature(authToken, url, form) } : {}) },
+    body: new URLSearchParams(form).toString(),
+  });
 }

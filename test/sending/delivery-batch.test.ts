@@ -27,6 +27,14 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
     await smtp.close();
   });
   const db = () => t.deps.db.withTables<SendingTables & DeliveryTables>();
+  /** Routes the sends as the queue would (SQLite: the intake journal's chunks; PostgreSQL: message.process). */
+  const route = async (worker: DeliveryWorker, trackingIds: string[]) => {
+    if (kind === 'sqlite') {
+      for (const { seq } of await db().selectFrom('send_intake').select('seq').orderBy('seq').execute()) await worker.ingestSends(seq);
+    } else {
+      for (const trackingId of trackingIds) await worker.processMessage(trackingId);
+    }
+  };
   const countEvents = async () => Number((await db().selectFrom('delivery_events').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
 
   it('sends every delivery of the batch; each one retries, fails or succeeds alone', async () => {
@@ -35,12 +43,7 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
     const { executors, close } = buildExecutors(t.deps, t.services);
     const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
     try {
-      // Route the sends as the queue would (SQLite: the intake journal's chunks; PostgreSQL: message.process).
-      if (kind === 'sqlite') {
-        for (const { seq } of await db().selectFrom('send_intake').select('seq').orderBy('seq').execute()) await worker.ingestSends(seq);
-      } else {
-        for (const trackingId of trackingIds) await worker.processMessage(trackingId);
-      }
+      await route(worker, trackingIds);
       const deliveries = await db().selectFrom('deliveries').select(['id', 'tracking_id']).where('tracking_id', 'in', trackingIds).execute();
       const ids = trackingIds.map((trackingId) => deliveries.find((d) => d.tracking_id === trackingId)?.id ?? '');
       const eventsBefore = await countEvents();
@@ -85,11 +88,7 @@ describe.each(STORAGE_KINDS)('a batch of deliveries (%s)', (kind) => {
     const { executors, close } = buildExecutors(t.deps, t.services);
     const worker = new DeliveryWorker(t.deps, t.deps.queue, executors, t.services);
     try {
-      if (kind === 'sqlite') {
-        for (const { seq } of await db().selectFrom('send_intake').select('seq').orderBy('seq').execute()) await worker.ingestSends(seq);
-      } else {
-        await worker.processMessage(trackingId);
-      }
+      await route(worker, [trackingId]);
       const { id } = await db().selectFrom('deliveries').select('id').where('tracking_id', '=', trackingId).executeTakeFirstOrThrow();
       // A provider that says Retry-After: 999999999 (FCM did, in an audit: the retry was due in 2058).
       const saysLater = { ...executors, EMAIL: { ...executors.EMAIL!, deliver: () => Promise.reject(new DeliveryError('RATE_LIMITED', 'busy', { retryable: true, retryAfterMs: 999_999_999_000 })) } };

@@ -6,13 +6,12 @@
 // committed, while another text from the same number comes in.
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { twilioSignature } from '../../src/channels/telephony/signature.js';
 import { TelephonyCallbacks } from '../../src/modules/telephony/callbacks.service.js';
 import { UsersService } from '../../src/modules/users/users.service.js';
 import type { CoreTables } from '../../src/storage/schema.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
-import { type TwilioPeer, startTwilioPeer } from '../helpers/twilio-peer.js';
+import { type TwilioPeer, startTwilioPeer, postTwilioCallback } from '../helpers/twilio-peer.js';
 import { eventually } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -60,12 +59,7 @@ describe.each(STORAGE_KINDS)('SMS auto-reply after STOP (%s)', (kind) => {
   /** The carrier's signed inbound webhook over real HTTP; answered once Clarion is done with the text. */
   const inbound = async (from: string, body: string) => {
     const form = params(from, body);
-    const url = `${base}/telephony/twilio/inbound`;
-    const res = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': twilioSignature(peer.authToken, url, form) },
-      body: new URLSearchParams(form).toString(),
-    });
+    const res = await postTwilioCallback(`${base}/telephony/twilio/inbound`, form, peer.authToken);
     expect([res.status, await res.text()]).toEqual([200, expect.stringContaining('<Response/>')]);
   };
   /** Bodies of the messages the peer was asked to send to `to`. */

@@ -4,10 +4,9 @@
 // USER_SUPPRESSED, until START. Clarion is configured for Twilio (a loopback peer that records
 // every message it is asked to send); the test plays the carrier's signed inbound webhook.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { twilioSignature } from '../../src/channels/telephony/signature.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
-import { type TwilioPeer, startTwilioPeer } from '../helpers/twilio-peer.js';
+import { type TwilioPeer, startTwilioPeer, postTwilioCallback } from '../helpers/twilio-peer.js';
 import { eventually } from '../helpers/wait.js';
 
 const FROM = '+14155550100';
@@ -39,12 +38,7 @@ describe.each(STORAGE_KINDS)('SMS opt-out held on the number (%s)', (kind) => {
   /** The carrier's signed inbound webhook over real HTTP; answered once Clarion is done with the text. */
   const inbound = async (from: string, body: string, extra: Record<string, string> = {}) => {
     const form = { MessageSid: `SMopt${++sid}`, SmsSid: `SMopt${sid}`, AccountSid: peer.accountSid, From: from, To: FROM, Body: body, ...extra };
-    const url = `${base}/telephony/twilio/inbound`;
-    const res = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': twilioSignature(peer.authToken, url, form) },
-      body: new URLSearchParams(form).toString(),
-    });
+    const res = await postTwilioCallback(`${base}/telephony/twilio/inbound`, form, peer.authToken);
     expect([res.status, await res.text()]).toEqual([200, expect.stringContaining('<Response/>')]);
   };
   /** Bodies of the messages the peer was asked to send to `to`. */
