@@ -225,11 +225,19 @@ export async function serveClarion(env: NodeJS.ProcessEnv, root = ROOT, nodeArgs
   return { child, base, out: () => out };
 }
 
-/** The API key `clarion serve` printed when it bootstrapped an empty database. */
-export function bannerKey(out: string): string {
-  const match = /API key\s+(clarion_sk_\S+)/.exec(out);
-  if (!match) throw new Error(`no API key in the banner:\n${out.slice(0, 2000)}`);
-  return match[1];
+/**
+ * The API key `clarion serve` printed when it bootstrapped an empty database. The banner comes
+ * once the workers have started too, after the API answers /status (on PostgreSQL, seconds after):
+ * `out` is read until it is there.
+ */
+export async function bannerKey(out: () => string, timeoutMs = 120_000): Promise<string> {
+  const started = Date.now();
+  for (;;) {
+    const match = /API key\s+(clarion_sk_\S+)/.exec(out());
+    if (match) return match[1];
+    if (Date.now() - started > timeoutMs) throw new Error(`no API key in the banner:\n${out().slice(0, 2000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** Runs the CLI once from `root` (e.g. `init --json`) and returns its stdout; throws on a non-zero exit. */

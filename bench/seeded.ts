@@ -103,7 +103,7 @@ async function measure(engine: 'sqlite' | 'postgres', startMs: number, seedSecon
   await logQueries(seeded.base, seededTarget.headers!, startMs, BENCH.seedSize, 1); // warm-up
   const queries = await logQueries(seeded.base, seededTarget.headers!, startMs, BENCH.seedSize);
   const empty = await serveClarion(emptyEnv);
-  const emptyTarget: Target = { name: 'empty', url: `${empty.base}/send`, child: empty.child, headers: { authorization: `Bearer ${bannerKey(empty.out())}` } };
+  const emptyTarget: Target = { name: 'empty', url: `${empty.base}/send`, child: empty.child, headers: { authorization: `Bearer ${await bannerKey(empty.out)}` } };
   started.push(emptyTarget);
   const targets = [emptyTarget, seededTarget];
   await alternate(targets, { rounds: 1, seconds: 2, connections: BENCH.connections, body: SEND_BODY, rampSeconds: 0 }); // warm-up

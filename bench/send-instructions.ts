@@ -75,6 +75,7 @@ async function countSide(name: string, root: string): Promise<InstructionCount> 
   try {
     const base = `http://127.0.0.1:${port}`;
     await waitForStatus(base, 600_000);
+    const key = await bannerKey(() => banner, 600_000);
     const send = (amount: number) =>
       autocannon({
         url: `${base}/send`,
@@ -82,7 +83,7 @@ async function countSide(name: string, root: string): Promise<InstructionCount> 
         connections: BENCH.connections,
         amount,
         timeout: 120,
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${bannerKey(banner)}` },
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
         body: JSON.stringify(SEND_BODY),
       });
     await send(WARM);

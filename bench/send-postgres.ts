@@ -66,7 +66,7 @@ export async function postgresSend(): Promise<PostgresSendResult> {
     const bare: Target = { name: 'raw pg route', url: `http://127.0.0.1:${port}/send`, child: raw.child };
     started.push(bare);
     const one = await serveClarion({ CLARION_DATA_DIR: dataDir, DATABASE_URL: db.url });
-    const headers = { authorization: `Bearer ${bannerKey(one.out())}` };
+    const headers = { authorization: `Bearer ${await bannerKey(one.out)}` };
     const oneTarget: Target = { name: 'Clarion', url: `${one.base}/send`, child: one.child, headers };
     started.push(oneTarget);
     const opts = { rounds: BENCH.rounds, seconds: BENCH.roundSeconds, connections: BENCH.connections, body: SEND_BODY };

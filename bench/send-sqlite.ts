@@ -62,21 +62,21 @@ export async function sqliteSend(bare: Target, before?: Checkout): Promise<Sqlit
     const afterDir = dataDir();
     // The embedded default: one process, API and workers, SQLite file. In-app deliveries run while it accepts.
     const after = await serveClarion({ CLARION_DATA_DIR: afterDir, DATABASE_URL: '' });
-    const target: Target = { name: 'Clarion', url: `${after.base}/send`, child: after.child, headers: { authorization: `Bearer ${bannerKey(after.out())}` } };
+    const target: Target = { name: 'Clarion', url: `${after.base}/send`, child: after.child, headers: { authorization: `Bearer ${await bannerKey(after.out)}` } };
     started.push(target);
     const targets = [bare, target];
     // The same code without request lines, in the same rounds: what the default level costs.
     let quietIndex: number | undefined;
     if (CLARION_LOG_LEVEL !== 'warn') {
       const quiet = await serveClarion({ CLARION_DATA_DIR: dataDir(), DATABASE_URL: '', LOG_LEVEL: 'warn' });
-      const quietTarget: Target = { name: 'Clarion at warn', url: `${quiet.base}/send`, child: quiet.child, headers: { authorization: `Bearer ${bannerKey(quiet.out())}` } };
+      const quietTarget: Target = { name: 'Clarion at warn', url: `${quiet.base}/send`, child: quiet.child, headers: { authorization: `Bearer ${await bannerKey(quiet.out)}` } };
       started.push(quietTarget);
       quietIndex = targets.push(quietTarget) - 1;
     }
     let beforeIndex: number | undefined;
     if (before) {
       const old = await serveClarion({ CLARION_DATA_DIR: dataDir(), DATABASE_URL: '' }, before.root);
-      const beforeTarget: Target = { name: `Clarion before (${before.commit.slice(0, 7)})`, url: `${old.base}/send`, child: old.child, headers: { authorization: `Bearer ${bannerKey(old.out())}` } };
+      const beforeTarget: Target = { name: `Clarion before (${before.commit.slice(0, 7)})`, url: `${old.base}/send`, child: old.child, headers: { authorization: `Bearer ${await bannerKey(old.out)}` } };
       started.push(beforeTarget);
       beforeIndex = targets.push(beforeTarget) - 1;
     }
