@@ -4,7 +4,7 @@ import { twilioSignature } from '../../src/channels/telephony/signature.js';
 import type { SendingTables } from '../../src/modules/sending/sending.tables.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
-import { type TwilioPeer, startTwilioPeer, postTwilioCallback } from '../helpers/twilio-peer.js';
+import { type TwilioPeer, startTwilioPeer, postTwilioCallback, twilioPeerConfig } from '../helpers/twilio-peer.js';
 import { eventually } from '../helpers/wait.js';
 
 /** Clarion configured for Twilio (a loopback Twilio peer): the test plays Twilio's callbacks itself. */
@@ -24,7 +24,7 @@ describe.each(STORAGE_KINDS)('telephony with Twilio configured: REST, retries an
     peer = await startTwilioPeer();
     t = await createTestContext(kind, {
       workers: true,
-      config: { twilioAccountSid: peer.accountSid, twilioAuthToken: peer.authToken, twilioBaseUrl: peer.url, devCarrier: false, defaultSmsFrom: FROM },
+      config: twilioPeerConfig(peer, FROM),
     });
     base = await t.app.listen({ port: 0, host: '127.0.0.1' });
     t.deps.config.publicUrl = base;

@@ -188,3 +188,8 @@ export function postTwilioCallback(url: string, form: Record<string, string>, au
     body: new URLSearchParams(form).toString(),
   });
 }
+
+/** The server configuration that points Clarion's Twilio client at `peer` (the development carrier off), sending from `defaultSmsFrom` when given. */
+export function twilioPeerConfig(peer: TwilioPeer, defaultSmsFrom?: string) {
+  return { twilioAccountSid: peer.accountSid, twilioAuthToken: peer.authToken, twilioBaseUrl: peer.url, devCarrier: false, ...(defaultSmsFrom ? { defaultSmsFrom } : {}) };
+}

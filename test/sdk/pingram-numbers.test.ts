@@ -4,7 +4,7 @@ import { devCarrierCredentials } from '../../src/channels/telephony/endpoint.js'
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { sdkRefusal } from '../helpers/error-body.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
-import { type TwilioPeer, startTwilioPeer } from '../helpers/twilio-peer.js';
+import { type TwilioPeer, startTwilioPeer, twilioPeerConfig } from '../helpers/twilio-peer.js';
 import { eventually } from '../helpers/wait.js';
 
 /** The development pool of an area code (README: SMS and calls, Numbers): NPA-555-0100 to 0199, in order. */
@@ -127,7 +127,7 @@ describe.each(STORAGE_KINDS)('pingram SDK: numbers with Twilio (%s)', (kind) => 
       { phone_number: '+14155550143', friendly_name: '(415) 555-0143', locality: 'San Francisco', region: 'CA', iso_country: 'US', capabilities: { sms: false, mms: false, voice: true } },
       { phone_number: '+12125550199', friendly_name: '(212) 555-0199', locality: 'New York', region: 'NY', iso_country: 'US', capabilities: { sms: true, mms: false, voice: true } },
     );
-    t = await createTestContext(kind, { config: { twilioAccountSid: peer.accountSid, twilioAuthToken: peer.authToken, twilioBaseUrl: peer.url, devCarrier: false } });
+    t = await createTestContext(kind, { config: twilioPeerConfig(peer) });
     client = new Pingram({ apiKey: t.account.apiKey, baseUrl: await t.app.listen({ port: 0, host: '127.0.0.1' }) });
   });
   afterAll(async () => {

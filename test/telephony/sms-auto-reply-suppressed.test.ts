@@ -11,7 +11,7 @@ import { UsersService } from '../../src/modules/users/users.service.js';
 import type { CoreTables } from '../../src/storage/schema.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
-import { type TwilioPeer, startTwilioPeer, postTwilioCallback } from '../helpers/twilio-peer.js';
+import { type TwilioPeer, startTwilioPeer, postTwilioCallback, twilioPeerConfig } from '../helpers/twilio-peer.js';
 import { eventually } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -83,7 +83,7 @@ describe.each(STORAGE_KINDS)('SMS auto-reply after STOP (%s)', (kind) => {
     receiver = await new WebhookReceiver().start();
     t = await createTestContext(kind, {
       workers: true,
-      config: { twilioAccountSid: peer.accountSid, twilioAuthToken: peer.authToken, twilioBaseUrl: peer.url, devCarrier: false, defaultSmsFrom: FROM, allowPrivateNetworks: true },
+      config: { ...twilioPeerConfig(peer, FROM), allowPrivateNetworks: true },
     });
     base = await t.app.listen({ port: 0, host: '127.0.0.1' });
     t.deps.config.publicUrl = base;

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
-import { type TwilioPeer, startTwilioPeer, postTwilioCallback } from '../helpers/twilio-peer.js';
+import { type TwilioPeer, startTwilioPeer, postTwilioCallback, twilioPeerConfig } from '../helpers/twilio-peer.js';
 import { eventually } from '../helpers/wait.js';
 
 const FROM = '+14155550100';
@@ -48,7 +48,7 @@ describe.each(STORAGE_KINDS)('SMS opt-out held on the number (%s)', (kind) => {
     peer = await startTwilioPeer();
     t = await createTestContext(kind, {
       workers: true,
-      config: { twilioAccountSid: peer.accountSid, twilioAuthToken: peer.authToken, twilioBaseUrl: peer.url, devCarrier: false, defaultSmsFrom: FROM },
+      config: twilioPeerConfig(peer, FROM),
     });
     base = await t.app.listen({ port: 0, host: '127.0.0.1' });
     t.deps.config.publicUrl = base;
