@@ -137,8 +137,7 @@ export class InappBatchesRepository {
       seqs.push(Number(row.seq));
     }
     if (seqs.length === 0) return [];
-    const rows = await this.items(scope).selectAll().where('batch_id', '=', batchId).where('seq', 'in', seqs).orderBy('seq', 'asc').execute();
-    return rows;
+    return this.items(scope).selectAll().where('batch_id', '=', batchId).where('seq', 'in', seqs).orderBy('seq', 'asc').execute();
   }
 
   private items(scope: InappScope) {
