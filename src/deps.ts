@@ -10,6 +10,7 @@ import { DeliveryLedger } from './modules/delivery/ledger.js';
 import { InappRealtime } from './modules/inapp/inapp.realtime.js';
 import { type Queue, type QueueOptions, createQueue } from './queue/index.js';
 import { type RequestLines, directRequestLines, pinoRequestLines, requestLogSerializers } from './http/request-logger.js';
+import { stdoutDestination } from './log-destination.js';
 import { Secrets, loadRootKey } from './secrets.js';
 import { type Storage, openStorage } from './storage/db.js';
 import type { CoreTables } from './storage/schema.js';
@@ -106,35 +107,17 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: pin
   return createLogging(config, destination).logger;
 }
 
-/** The logger and the request lines written straight to its destination (directRequestLines). */
+/**
+ * The logger and the request lines written straight to its destination (directRequestLines):
+ * stdout by default (log-destination.ts, request lines gathered per event loop turn), or the
+ * given stream, every line as it comes.
+ */
 export function createLogging(config: Pick<Config, 'logLevel'>, destination?: pino.DestinationStream): { logger: Logger; requestLines: RequestLines } {
-  const out = destination ?? stdoutDestination();
+  const { stream: out, requestLine } = destination ? { stream: destination, requestLine: (line: string) => void destination.write(line) } : stdoutDestination();
   // pino's default base, stated so that the request lines carry the same.
   const base = { pid: process.pid, hostname: os.hostname() };
   const logger = pino({ level: config.logLevel, base, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: requestLogSerializers }, out);
-  return { logger, requestLines: directRequestLines(logger, base, (line) => out.write(line)) };
-}
-
-/** What the asynchronous stdout writer may hold while stdout does not drain. */
-const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
-
-/**
- * stdout as pino.destination builds it (sonic-boom, asynchronous, flushed by pino's exit hook),
- * in buffer mode, each line handed over as a Buffer. In its default text mode sonic-boom
- * measures the byte length of all the text gathered so far on every line (up to 16 KB while a
- * write is in flight, so each line rescans and flattens the lines before it): under load that
- * was about half of what the request line cost (issue 11: POST /send at info, API process, CPU per
- * request 51.1 -> 48.8 µs in the same rounds, bare route 19.7).
- */
-function stdoutDestination(): pino.DestinationStream {
-  // maxLength: a stdout that stops reading (a stalled log collector) must not grow this process's
-  // memory without bound; past 16 MB waiting, new lines are dropped (log lines, never messages).
-  const stream = pino.destination({ dest: 1, sync: false, contentMode: 'buffer', maxLength: LOG_BUFFER_MAX_BYTES });
-  return {
-    write: (line: string) => stream.write(Buffer.from(line) as unknown as string),
-    flush: (cb?: (err?: Error) => void) => stream.flush(cb),
-    flushSync: () => stream.flushSync(),
-  } as pino.DestinationStream;
+  return { logger, requestLines: directRequestLines(logger, base, requestLine) };
 }
 
 export interface BuildDepsOverrides {
