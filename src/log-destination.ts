@@ -5,7 +5,7 @@ const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
 
 /** Where the process's log lines go: the logger's stream, and the per-request lines' own way in. */
 export interface LogDestination {
-  stream: pino.DestinationStream;
+  stream: LineSink;
   /** One request line (src/http/request-logger.ts), handed to `stream` with the others of its turn. */
   requestLine: (line: string) => void;
 }
@@ -59,7 +59,7 @@ export function gatheringDestination(out: LineSink): LogDestination {
       handOver();
       out.flushSync();
     },
-  } as pino.DestinationStream;
+  };
   return {
     stream,
     requestLine: (line) => {

@@ -48,10 +48,10 @@ describe('gatheringDestination', () => {
     const { sink, writes, flushes } = recordingSink();
     const destination = gatheringDestination(sink);
     destination.requestLine('before exit\n');
-    destination.stream.flushSync!();
+    destination.stream.flushSync();
     expect(writes).toEqual(['before exit\n']);
     destination.requestLine('before flush\n');
-    destination.stream.flush!();
+    destination.stream.flush();
     expect(writes).toEqual(['before exit\n', 'before flush\n']);
     expect(flushes).toEqual(['flushSync', 'flush']);
   });
