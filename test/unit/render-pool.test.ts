@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { TemplateRenderError } from '../../src/rendering/liquid.js';
-import { RenderPool } from '../../src/rendering/render-pool.js';
+import { RENDER_YOUNG_GENERATION_MB, RenderPool } from '../../src/rendering/render-pool.js';
 import { eventually } from '../helpers/wait.js';
 
 describe('RenderPool', () => {
@@ -29,6 +29,16 @@ describe('RenderPool', () => {
     expect(err).toBeInstanceOf(TemplateRenderError);
     expect((err as Error).message).toBe('rendering took longer than 300 ms');
     expect(await next).toEqual({ title: 'after 1' });
+  });
+
+  it('runs its threads with a young generation of RENDER_YOUNG_GENERATION_MB and the heap cap it was given', async () => {
+    const bounded = new RenderPool({ size: 1, maxHeapMb: 64 });
+    try {
+      await bounded.render('INAPP_WEB', { title: '{{ n }}' }, { n: 1 });
+      expect(bounded.threadLimits).toEqual([expect.objectContaining({ maxYoungGenerationSizeMb: RENDER_YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 64 })]);
+    } finally {
+      await bounded.close();
+    }
   });
 
   it('refuses renders once closed', async () => {
