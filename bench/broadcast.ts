@@ -6,7 +6,9 @@
 // the last mail at the sink, the rate, and the process's resident memory: before the send and its
 // peak (VmHWM). The signed baseline runs twice, with the key as a PEM string (nodemailer parses it
 // for every mail) and as one parsed KeyObject; the faster is the one Clarion is compared with. The server is the built one (dist/main.js, as `npm start` runs it): under tsx the
-// compiler alone holds some 60 MB more.
+// compiler alone holds some 60 MB more. BENCH_MEMORY_PROBE=1 runs the server with
+// bench/memory-probe.ts loaded (NODE_OPTIONS=--require, measurement only) and prints where its
+// resident memory was at the peak: each isolate's heap by space, the process's mappings by kind.
 import { generateKeyPairSync } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,6 +17,7 @@ import Database from 'better-sqlite3';
 import { STARTUP_COLLECTION_DELAY_MS } from '../src/heap-settings.js';
 import { rawSmtp, sink } from './email-delivery.js';
 import { ROOT, cpuMicros, freePort, fmt, start, stop } from './lib.js';
+import { memoryAtPeak, memoryProbeEnv } from './memory-probe.js';
 
 const DOMAIN = 'bench.example';
 const HTML = '<h1>Hello {{ user.id }}</h1><p>Our spring release is out. <a href="https://example.com/release">Read the notes</a>.</p>';
@@ -40,6 +43,8 @@ export interface BroadcastRun {
   mainCpuUsPerMail?: number;
   rawCpuUsPerMail?: number;
   rawDkimCpuUsPerMail?: number;
+  /** BENCH_MEMORY_PROBE: where the server's resident memory was at its peak. */
+  memoryAtPeak?: string[];
 }
 
 export const broadcastSizes = () => (process.env.BENCH_BROADCAST_SIZES ?? '10000,100000').split(',').map(Number);
@@ -71,13 +76,17 @@ function verifyDomain(file: string, domain: string): void {
   db.close();
 }
 
-export async function clarionBroadcast(size: number, root = ROOT): Promise<{ seconds: number; peakRssMb: number; idleRssMb: number; cpuUsPerMail?: number; mainCpuUsPerMail?: number }> {
+export async function clarionBroadcast(
+  size: number,
+  root = ROOT,
+): Promise<{ seconds: number; peakRssMb: number; idleRssMb: number; cpuUsPerMail?: number; mainCpuUsPerMail?: number; memoryAtPeak?: string[] }> {
   const s = await sink();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clarion-bench-broadcast-'));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
+  const probe = process.env.BENCH_MEMORY_PROBE ? memoryProbeEnv(dataDir) : undefined;
   // The rate cap far above what one process sends: the bench measures throughput, not the cap.
-  const server = await start('dist/main.js', ['serve'], { CLARION_DATA_DIR: dataDir, SMTP_URL: s.url, DATABASE_URL: '', PORT: String(port), CLARION_BROADCAST_RATE: '100000' }, /API key\s+clarion_sk_\S+/, root);
+  const server = await start('dist/main.js', ['serve'], { CLARION_DATA_DIR: dataDir, SMTP_URL: s.url, DATABASE_URL: '', PORT: String(port), CLARION_BROADCAST_RATE: '100000', ...probe?.env }, /API key\s+clarion_sk_\S+/, root);
   try {
     const key = /API key\s+(clarion_sk_\S+)/.exec(server.out)![1];
     const accountId = /accountId\s+(\S+)/.exec(server.out)![1];
@@ -118,10 +127,12 @@ export async function clarionBroadcast(size: number, root = ROOT): Promise<{ sec
       if (i > 600) throw new Error('the broadcast never ended sent');
       await new Promise((r) => setTimeout(r, 100));
     }
+    const peakRssMb = memoryMb(server.child.pid!, 'VmHWM');
     return {
       seconds,
-      peakRssMb: memoryMb(server.child.pid!, 'VmHWM'),
+      peakRssMb,
       idleRssMb,
+      ...(probe ? { memoryAtPeak: memoryAtPeak(probe.out) } : {}),
       ...(cpu0 !== undefined && cpu1 !== undefined ? { cpuUsPerMail: (cpu1 - cpu0) / size } : {}),
       ...(main0 !== undefined && main1 !== undefined ? { mainCpuUsPerMail: (main1 - main0) / size } : {}),
     };
@@ -159,6 +170,7 @@ export async function broadcastBench(): Promise<BroadcastRun[]> {
         mainCpuUsPerMail: clarion.mainCpuUsPerMail,
         rawCpuUsPerMail: raw.cpuUsPerMail,
         rawDkimCpuUsPerMail: rawDkim.cpuUsPerMail,
+        memoryAtPeak: clarion.memoryAtPeak,
       });
     }
   } finally {
@@ -177,5 +189,6 @@ export function printBroadcast(runs: BroadcastRun[]): void {
     if (r.cpuUsPerMail !== undefined) {
       console.log(`          CPU per mail, all threads: Clarion ${fmt(r.cpuUsPerMail, 0)} µs (main thread ${r.mainCpuUsPerMail !== undefined ? fmt(r.mainCpuUsPerMail, 0) : '?'} µs); raw ${r.rawCpuUsPerMail !== undefined ? fmt(r.rawCpuUsPerMail, 0) : '?'} µs, raw DKIM-signed ${r.rawDkimCpuUsPerMail !== undefined ? fmt(r.rawDkimCpuUsPerMail, 0) : '?'} µs`);
     }
+    for (const line of r.memoryAtPeak ?? []) console.log(`          memory probe, ${line}`);
   }
 }
