@@ -113,6 +113,40 @@ describe('APNs provider against a local HTTP/2 gateway', () => {
     expect(JSON.parse(req.rawPayload)).toEqual({ aps: { alert: { title: 'Hello', body: 'World' }, 'content-available': 1 } });
   });
 
+  it('counts expiry from the send: every attempt carries the same apns-expiration, and none is made once it has passed', async () => {
+    const token = deviceToken();
+    const sentAt = clock.now().getTime();
+    const attempt = (firstAttempt: boolean) => provider.send(scope, apn(token), { ...hello, apn: { expiry: 600 }, lifetimeStart: { atMs: sentAt, firstAttempt } });
+
+    await attempt(true);
+    clock.advance(5 * 60_000); // a retry five minutes later
+    await attempt(false);
+    clock.advance(4 * 60_000 + 59_000); // a second before the end
+    await attempt(false);
+    const deadline = String(Math.floor(sentAt / 1000) + 600);
+    expect(sandbox.requests.map((r) => r.headers['apns-expiration'])).toEqual([deadline, deadline, deadline]);
+
+    clock.advance(1_000); // the expiry has run out
+    const err = await failureOf(attempt(false));
+    expect(err.code).toBe('PUSH_EXPIRED');
+    expect(err.retryable).toBe(false);
+    expect(err.message).toContain('options.apn.expiry');
+    expect(sandbox.requests).toHaveLength(3);
+  });
+
+  it('expiry 0 (now or never) is sent on the first attempt only: a retry is not sent', async () => {
+    const token = deviceToken();
+    const lifetimeStart = { atMs: clock.now().getTime(), firstAttempt: true };
+    await provider.send(scope, apn(token), { ...hello, apn: { expiry: 0 }, lifetimeStart });
+    expect(sandbox.requests.map((r) => r.headers['apns-expiration'])).toEqual(['0']);
+
+    clock.advance(10_000);
+    const err = await failureOf(provider.send(scope, apn(token), { ...hello, apn: { expiry: 0 }, lifetimeStart: { ...lifetimeStart, firstAttempt: false } }));
+    expect(err.code).toBe('PUSH_EXPIRED');
+    expect(err.retryable).toBe(false);
+    expect(sandbox.requests).toHaveLength(1);
+  });
+
   it('picks the gateway by the token environment: production, else sandbox', async () => {
     await provider.send(scope, apn(deviceToken(), 'production'), hello);
     await provider.send(scope, apn(deviceToken(), 'sandbox'), hello);

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type TestContext, createTestContext } from '../helpers/context.js';
+import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { type FcmPeer, generateServiceAccountKeys, startFcmPeer } from '../helpers/fcm-peer.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -12,6 +12,8 @@ describe.each(STORAGE_KINDS)('send: mobile push over FCM HTTP v1 end to end (%s)
   const keys = generateServiceAccountKeys();
   let peer: FcmPeer;
   let t: TestContext;
+  // Held still: android.ttl counts from the send, so the first attempt carries the whole ttl only when no time passes.
+  const clock = new ManualClock(new Date());
   const send = (payload: unknown) => t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: payload as object });
   const log = async (trackingId: string) => (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs[0];
   const settled = (trackingId: string, field: string) => eventually(async () => ((await log(trackingId))?.[field] ? log(trackingId) : undefined), 15_000, field);
@@ -19,7 +21,7 @@ describe.each(STORAGE_KINDS)('send: mobile push over FCM HTTP v1 end to end (%s)
 
   beforeAll(async () => {
     peer = await startFcmPeer({ publicKey: keys.publicKey });
-    t = await createTestContext(kind, { workers: true, config: { allowPrivateNetworks: true, fcmBaseUrl: peer.url } });
+    t = await createTestContext(kind, { workers: true, clock, config: { allowPrivateNetworks: true, fcmBaseUrl: peer.url } });
     const res = await t.app.inject({ method: 'PUT', url: '/settings/push/fcm', headers: t.auth, payload: { fcmConfig: JSON.stringify(peer.serviceAccount(keys.privateKey)) } });
     expect(res.statusCode).toBe(200);
   });

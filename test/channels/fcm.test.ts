@@ -103,6 +103,39 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
     ]);
   });
 
+  it('counts android.ttl from the send: a retry carries what is left, and none is made once it has run out', async () => {
+    const sentAt = clock.now().getTime();
+    const attempt = (firstAttempt: boolean) =>
+      provider.send(scope, fcm('ttl-token'), { title: 't', message: 'm', fcm: { android: { ttl: 600 } }, lifetimeStart: { atMs: sentAt, firstAttempt } });
+
+    await attempt(true);
+    clock.advance(4 * 60_000); // a retry four minutes later
+    await attempt(false);
+    clock.advance(1_500);
+    await attempt(false);
+    expect(peer.sends.map((s) => (s.body.message.android as { ttl: string }).ttl)).toEqual(['600s', '360s', '358.5s']);
+    expect(peer.sends.every((s) => s.status === 200)).toBe(true);
+
+    clock.advance(358_500); // the ttl has run out
+    const err = await failure(attempt(false));
+    expect(err.code).toBe('PUSH_EXPIRED');
+    expect(err.retryable).toBe(false);
+    expect(err.message).toContain('options.fcm.android.ttl');
+    expect(peer.sends).toHaveLength(3);
+  });
+
+  it('ttl 0 (now or never) is sent as "0s" on the first attempt only: a retry is not sent', async () => {
+    const lifetimeStart = { atMs: clock.now().getTime(), firstAttempt: true };
+    const message = { title: 't', message: 'm', fcm: { android: { ttl: 0 } } };
+    await provider.send(scope, fcm('now-or-never'), { ...message, lifetimeStart });
+    expect((peer.sends[0].body.message.android as { ttl: string }).ttl).toBe('0s');
+
+    clock.advance(5_000);
+    const err = await failure(provider.send(scope, fcm('now-or-never'), { ...message, lifetimeStart: { ...lifetimeStart, firstAttempt: false } }));
+    expect(err.code).toBe('PUSH_EXPIRED');
+    expect(peer.sends).toHaveLength(1);
+  });
+
   it('reuses one access token for many sends (also concurrent ones) and renews it shortly before it expires', async () => {
     await Promise.all([1, 2, 3].map((n) => provider.send(scope, fcm(`concurrent-${n}`), { title: 't', message: `m${n}` })));
     await provider.send(scope, fcm('later'), { title: 't', message: 'm' });

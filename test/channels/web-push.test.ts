@@ -78,6 +78,40 @@ describe('web push adapter against a local push service', () => {
     clock.set(new Date());
   });
 
+  it('counts the TTL from the send: a retry gets what is left (whole seconds, rounded up), and none is made once it has run out', async () => {
+    const s = sender({ ttlSeconds: 3600 });
+    const browser = a.subscribe();
+    const sentAt = clock.now().getTime();
+    const attempt = (firstAttempt: boolean) => s.send(vapid, browser.sub, 'x', { lifetimeStart: { atMs: sentAt, firstAttempt } });
+    try {
+      expect((await attempt(true)).ok).toBe(true);
+      clock.advance(10 * 60_000); // a retry ten minutes later
+      expect((await attempt(false)).ok).toBe(true);
+      clock.advance(49 * 60_000 + 59_500); // half a second left
+      expect((await attempt(false)).ok).toBe(true);
+      const ttls = () => a.received.filter((r) => r.subscriptionId === browser.id).map((r) => r.ttl);
+      expect(ttls()).toEqual([3600, 3000, 1]);
+
+      clock.advance(500); // the TTL has run out
+      const expired = await attempt(false);
+      expect(expired).toMatchObject({ ok: false, kind: 'rejected', code: 'PUSH_EXPIRED', endpoint: browser.sub.endpoint });
+      expect(!expired.ok && expired.reason).toContain('CLARION_WEB_PUSH_TTL');
+      expect(ttls()).toHaveLength(3);
+    } finally {
+      clock.set(new Date());
+    }
+  });
+
+  it('a TTL of 0 (now or never) is sent on the first attempt only: a retry is not sent', async () => {
+    const s = sender({ ttlSeconds: 0 });
+    const browser = a.subscribe();
+    const lifetimeStart = { atMs: clock.now().getTime(), firstAttempt: true };
+    expect((await s.send(vapid, browser.sub, 'x', { lifetimeStart })).ok).toBe(true);
+    expect(a.received.filter((r) => r.subscriptionId === browser.id).map((r) => r.ttl)).toEqual([0]);
+    expect(await s.send(vapid, browser.sub, 'x', { lifetimeStart: { ...lifetimeStart, firstAttempt: false } })).toMatchObject({ ok: false, code: 'PUSH_EXPIRED' });
+    expect(a.received.filter((r) => r.subscriptionId === browser.id)).toHaveLength(1);
+  });
+
   it('reports 404 and 410 as gone, 429 and 5xx as retryable with Retry-After, other 4xx as rejected', async () => {
     const s = sender();
     const gone = a.subscribe();

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestContext, createTestContext } from '../helpers/context.js';
+import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
 import { type PushEndpoint, type TestSubscription, startPushEndpoint } from '../helpers/push-endpoint.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -8,6 +8,8 @@ import { eventually } from '../helpers/wait.js';
 describe.each(STORAGE_KINDS)('send: web push end to end (%s)', (kind) => {
   let t: TestContext;
   let push: PushEndpoint;
+  // Held still: the TTL counts from the send, so the first attempt carries the whole TTL only when no time passes.
+  const clock = new ManualClock(new Date());
   const send = (payload: unknown) => t.app.inject({ method: 'POST', url: '/send', headers: t.auth, payload: payload as object });
   const log = async (trackingId: string) => (await t.app.inject({ method: 'GET', url: `/logs/${trackingId}`, headers: t.auth })).json().logs[0];
   const settled = (trackingId: string, field: string) => eventually(async () => ((await log(trackingId))?.[field] ? log(trackingId) : undefined), 15_000, field);
@@ -23,7 +25,7 @@ describe.each(STORAGE_KINDS)('send: web push end to end (%s)', (kind) => {
 
   beforeAll(async () => {
     push = await startPushEndpoint();
-    t = await createTestContext(kind, { workers: true, config: { allowPrivateNetworks: true, webPushTtlSeconds: 7200, webPushUrgency: 'high' } });
+    t = await createTestContext(kind, { workers: true, clock, config: { allowPrivateNetworks: true, webPushTtlSeconds: 7200, webPushUrgency: 'high' } });
   });
   afterAll(async () => {
     await t.close();

@@ -1,4 +1,5 @@
 import { longestFitting } from './fit-text.js';
+import { pushLifetime } from './push-lifetime.js';
 import type { MobilePushMessage } from './types.js';
 
 /** APNs refuses larger payloads (413 PayloadTooLarge); checked before the request. */
@@ -14,8 +15,9 @@ export interface ApnsRequest {
 /**
  * Headers and JSON body of one APNs notification. Without title and message, content-available
  * makes a silent background push (apns-push-type background, priority 5, as Apple requires).
+ * Throws PUSH_EXPIRED when the push's expiry has run out before this attempt (`nowMs`).
  */
-export function buildApnsRequest(message: MobilePushMessage, topic: string, nowSeconds: number): ApnsRequest {
+export function buildApnsRequest(message: MobilePushMessage, topic: string, nowMs: number): ApnsRequest {
   const o = message.apn ?? {};
   const hasAlert = Boolean(message.title || message.message);
   const background = Boolean(o.contentAvailable) && !hasAlert;
@@ -41,8 +43,11 @@ export function buildApnsRequest(message: MobilePushMessage, topic: string, nowS
     'apns-push-type': background ? 'background' : 'alert',
     'apns-priority': String(background ? 5 : o.priority === 5 || o.priority === 1 ? o.priority : 10),
   };
-  // expiry is seconds from now; 0 means "deliver now or never" (apns-expiration: 0).
-  if (o.expiry !== undefined && Number.isFinite(o.expiry)) headers['apns-expiration'] = o.expiry <= 0 ? '0' : String(nowSeconds + Math.floor(o.expiry));
+  // expiry counts from the send, so every attempt carries the same absolute time; 0 means "deliver now or never".
+  if (o.expiry !== undefined && Number.isFinite(o.expiry)) {
+    const lifetime = pushLifetime(o.expiry, message.lifetimeStart, nowMs, 'options.apn.expiry');
+    headers['apns-expiration'] = lifetime.kind === 'now-or-never' ? '0' : String(Math.floor(lifetime.deadlineMs / 1000));
+  }
   const collapseId = o.collapseId || message.dedupeKey;
   if (collapseId) headers['apns-collapse-id'] = collapseId;
   return { headers, payload: fittedPayload(aps, Object.fromEntries(custom)) };

@@ -71,7 +71,7 @@ export class ApnsProvider implements MobilePushProvider {
       throw new DeliveryError('NOT_CONFIGURED', 'this environment has no APNs credentials (PUT /settings/push/apn)', { retryable: false, recipient: token.token });
     }
     const origin = token.environment === 'production' ? this.options.productionUrl : this.options.sandboxUrl;
-    const request = buildApnsRequest(message, credentials.topic, Math.floor(this.clock.now().getTime() / 1000));
+    const request = buildApnsRequest(message, credentials.topic, this.clock.now().getTime());
     if (Buffer.byteLength(request.payload) > APNS_MAX_PAYLOAD_BYTES) {
       throw new DeliveryError('APNS_PAYLOAD_TOO_LARGE', `the APNs payload is ${Buffer.byteLength(request.payload)} bytes; the limit is ${APNS_MAX_PAYLOAD_BYTES}`, {
         retryable: false,

@@ -1,5 +1,6 @@
 import { DeliveryError } from '../types.js';
 import type { HttpAnswer } from './fcm-http.js';
+import { pushLifetime } from './push-lifetime.js';
 import type { MobilePushMessage } from './types.js';
 
 /** The `message` of an FCM HTTP v1 `messages:send` request (only the parts Clarion sets). */
@@ -17,8 +18,12 @@ function duration(seconds: number): string {
   return `${Number.isInteger(s) ? s : Number(s.toFixed(9))}s`;
 }
 
-/** Maps one MobilePushMessage for one device token to the FCM HTTP v1 request body. */
-export function buildFcmRequest(token: string, message: MobilePushMessage): { message: FcmV1Message } {
+/**
+ * Maps one MobilePushMessage for one device token to the FCM HTTP v1 request body, at `nowMs`.
+ * android.ttl is what is left of the sender's ttl, counted from the send (an explicit 0 stays
+ * "0s" on the first attempt); throws PUSH_EXPIRED when nothing is left.
+ */
+export function buildFcmRequest(token: string, message: MobilePushMessage, nowMs: number): { message: FcmV1Message } {
   const out: FcmV1Message = { token, notification: { title: message.title, body: message.message } };
   if (message.customData && Object.keys(message.customData).length > 0) {
     out.data = Object.fromEntries(Object.entries(message.customData).map(([k, v]) => [k, String(v)]));
@@ -27,7 +32,10 @@ export function buildFcmRequest(token: string, message: MobilePushMessage): { me
   const android: NonNullable<FcmV1Message['android']> = {};
   if (a.collapseKey !== undefined) android.collapse_key = a.collapseKey;
   if (a.priority !== undefined) android.priority = a.priority.toLowerCase() === 'high' ? 'HIGH' : 'NORMAL';
-  if (a.ttl !== undefined && Number.isFinite(a.ttl)) android.ttl = duration(a.ttl);
+  if (a.ttl !== undefined && Number.isFinite(a.ttl)) {
+    const lifetime = pushLifetime(a.ttl, message.lifetimeStart, nowMs, 'options.fcm.android.ttl');
+    android.ttl = lifetime.kind === 'now-or-never' ? duration(0) : duration(lifetime.remainingMs / 1000);
+  }
   if (a.restrictedPackageName !== undefined) android.restricted_package_name = a.restrictedPackageName;
   // A push sent twice replaces itself in the drawer (Android) or shows once (iOS through FCM).
   if (message.dedupeKey) {

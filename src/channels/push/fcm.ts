@@ -80,7 +80,7 @@ export function createFcmProvider(deps: FcmProviderDeps, lookup: FcmCredentials,
       const { account, version } = await credentials(scope);
       const key = `${scope.accountId}/${scope.envId}`;
       const url = `${baseUrl}/v1/projects/${account.projectId}/messages:send`;
-      const body = JSON.stringify(buildFcmRequest(token.token, message));
+      const body = JSON.stringify(buildFcmRequest(token.token, message, deps.clock.now().getTime()));
 
       for (let attempt = 1; ; attempt++) {
         const accessToken = await tokens.get(key, version, account);

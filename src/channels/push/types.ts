@@ -1,4 +1,5 @@
 import type { DeliveryResult } from '../types.js';
+import type { PushLifetimeStart } from './push-lifetime.js';
 
 /** A mobile device token as stored on the user (spec: PushToken). */
 export interface PushToken {
@@ -24,6 +25,11 @@ export interface MobilePushMessage {
    * apns-collapse-id. Nothing marks a duplicate otherwise: delivery is at least once.
    */
   dedupeKey?: string;
+  /**
+   * Where apn.expiry and fcm.android.ttl start counting: the send, not this attempt. Absent,
+   * they count from now (a provider called outside a delivery).
+   */
+  lifetimeStart?: PushLifetimeStart;
 }
 
 export interface PushScope {

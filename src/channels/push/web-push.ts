@@ -3,6 +3,8 @@ import type WebPushLibrary from 'web-push';
 import { retryAfterMs } from '../../net/retry-after.js';
 import { longestFitting } from './fit-text.js';
 import { SafeFetchError, type HostLookup } from '../../net/ssrf.js';
+import { DeliveryError } from '../types.js';
+import { type PushLifetimeStart, pushLifetime } from './push-lifetime.js';
 import { PushTransport } from './web-push-transport.js';
 import { type VapidCredentials, VapidTokenCache } from './web-push-vapid.js';
 
@@ -21,7 +23,10 @@ export interface WebPushSubscription {
 export type WebPushUrgency = 'very-low' | 'low' | 'normal' | 'high';
 
 export interface WebPushSendOptions {
+  /** How long the push service may keep the push (default WebPushSenderOptions.ttlSeconds), counted from lifetimeStart. */
   ttlSeconds?: number;
+  /** Where the TTL starts counting: the send, so that a retry gets only what is left. Absent: now. */
+  lifetimeStart?: PushLifetimeStart;
   urgency?: WebPushUrgency;
   /** Coalescing key (at most 32 base64url characters): a newer push with the same topic replaces an undelivered one. */
   topic?: string;
@@ -89,13 +94,20 @@ export class WebPushSender {
     } catch {
       return { ok: false, endpoint, kind: 'rejected', code: 'INVALID_SUBSCRIPTION', reason: 'the subscription endpoint is not a URL' };
     }
+    let ttl: number;
+    try {
+      ttl = ttlLeft(options.ttlSeconds ?? this.options.ttlSeconds, options.lifetimeStart, this.options.now().getTime());
+    } catch (err) {
+      if (!(err instanceof DeliveryError)) throw err;
+      return { ok: false, endpoint, kind: 'rejected', code: err.code, reason: err.message };
+    }
     let details: ReturnType<typeof WebPushLibrary.generateRequestDetails>;
     try {
       details = webPushLibrary().generateRequestDetails(subscription, payload, {
         // No VAPID details: the library would sign a new JWT for every request; ours comes from the cache.
         vapidDetails: null as unknown as undefined,
         headers: { Authorization: this.tokens.authorization(vapid, origin) },
-        TTL: options.ttlSeconds ?? this.options.ttlSeconds,
+        TTL: ttl,
         urgency: options.urgency ?? this.options.urgency,
         ...(options.topic ? { topic: options.topic } : {}),
       });
@@ -133,6 +145,17 @@ export class WebPushSender {
   close(): Promise<void> {
     return this.transport.close();
   }
+}
+
+/**
+ * The TTL header of an attempt: what is left of `ttlSeconds` since the send, in whole seconds
+ * rounded up (the header takes no fractions; rounding down would turn the last second into 0,
+ * "now or never", and take a second from a push sent at once). An explicit 0 stays 0 on the first
+ * attempt. Throws PUSH_EXPIRED (a DeliveryError) when nothing is left.
+ */
+function ttlLeft(ttlSeconds: number, start: PushLifetimeStart | undefined, nowMs: number): number {
+  const lifetime = pushLifetime(ttlSeconds, start, nowMs, 'the web push TTL (CLARION_WEB_PUSH_TTL)');
+  return lifetime.kind === 'now-or-never' ? 0 : Math.ceil(lifetime.remainingMs / 1000);
 }
 
 /** Retry-After as delay-seconds or an HTTP-date (RFC 9110 section 10.2.3), in ms from now; capped at an hour. */

@@ -7,6 +7,7 @@ import type { Deps } from '../../../deps.js';
 import type { ApnSettingsService } from '../../push/apn-settings.service.js';
 import type { FcmSettingsService } from '../../push/fcm.service.js';
 import type { UsersService } from '../../users/users.service.js';
+import { pushLifetimeStart } from './push-lifetime-start.js';
 import { type ManagedExecutor, str } from './types.js';
 
 type TokenOutcome = { token: PushToken; result: DeliveryResult } | { token: PushToken; error: DeliveryError };
@@ -50,7 +51,7 @@ export function mobilePushExecutor(
   return {
     fromInline: (body) => (body.mobile_push ? { title: body.mobile_push.title, message: body.mobile_push.message } : null),
     preview: (c) => str(c.title) || str(c.message) || '',
-    async deliver({ message, content, body }) {
+    async deliver({ delivery, message, content, body }) {
       const scope = { accountId: message.account_id, envId: message.env_id };
       const user = await users.get(message.account_id, message.env_id, message.user_id);
       const tokens = uniqueTokens(user?.pushTokens ?? []);
@@ -64,6 +65,8 @@ export function mobilePushExecutor(
         ...(options.apn ? { apn: options.apn } : {}),
         ...(options.fcm ? { fcm: options.fcm } : {}),
         dedupeKey: message.tracking_id,
+        // A retry sends what is left of expiry/ttl, or nothing once it has run out (PUSH_EXPIRED).
+        lifetimeStart: pushLifetimeStart(delivery, message),
       };
       const outcomes = await Promise.all(tokens.map((token) => sendOne(scope, token, push)));
       const sent = outcomes.filter((o): o is Extract<TokenOutcome, { result: DeliveryResult }> => 'result' in o);

@@ -4,6 +4,7 @@ import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
 import type { WebPushService } from '../../push/web-push.service.js';
 import type { UsersService } from '../../users/users.service.js';
+import { pushLifetimeStart } from './push-lifetime-start.js';
 import { type ManagedExecutor, str } from './types.js';
 
 /** Web push to every browser subscription of the user; VAPID keys per environment. */
@@ -39,7 +40,9 @@ export function createWebPushExecutor(deps: Deps, services: WebPushExecutorServi
       const payload = webPushPayload({ title: str(content.title) ?? '', message: str(content.message) ?? '', icon: str(content.icon), url: str(content.url) });
       // The same topic on every attempt of this delivery: a resend after a crash replaces a copy still waiting at the push service.
       const topic = createHash('sha256').update(delivery.id).digest('base64url').slice(0, 32);
-      const outcomes = await Promise.all(subscriptions.map((t) => sender.send(vapid, t.sub, payload, { topic })));
+      // The TTL counts from the send: a retry gets what is left, or is not sent once it has run out (PUSH_EXPIRED).
+      const lifetimeStart = pushLifetimeStart(delivery, message);
+      const outcomes = await Promise.all(subscriptions.map((t) => sender.send(vapid, t.sub, payload, { topic, lifetimeStart })));
 
       const accepted = outcomes.filter((o): o is Extract<WebPushOutcome, { ok: true }> => o.ok);
       const failed = outcomes.filter((o): o is Failure => !o.ok);
