@@ -4,7 +4,7 @@ import { FcmSettingsService } from '../../src/modules/push/fcm.service.js';
 import type { PushToken } from '../../src/channels/push/types.js';
 import { DeliveryError } from '../../src/channels/types.js';
 import { ManualClock, type TestContext, createTestContext } from '../helpers/context.js';
-import { FCM_SCOPE, type FcmPeer, generateServiceAccountKeys, startFcmPeer } from '../helpers/fcm-peer.js';
+import { FCM_PEER_MAX_PAYLOAD_BYTES, FCM_SCOPE, type FcmPeer, generateServiceAccountKeys, receivedPayloadBytes, startFcmPeer } from '../helpers/fcm-peer.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 
 /** The credentials lookup the mobile push executor gives the provider: the environment's stored service account. */
@@ -134,6 +134,53 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
     const err = await failure(provider.send(scope, fcm('now-or-never'), { ...message, lifetimeStart: { ...lifetimeStart, firstAttempt: false } }));
     expect(err.code).toBe('PUSH_EXPIRED');
     expect(peer.sends).toHaveLength(1);
+  });
+
+  it('shortens a notification over FCM\'s 4096-byte payload (body first, then title) so FCM takes it', async () => {
+    // The API takes a 500-character title and a 4,000-character message: far more than 4096 bytes in UTF-8.
+    const title = 'Ü'.repeat(500);
+    const body = 'ä'.repeat(4000);
+    await provider.send(scope, fcm('long-text'), { title, message: body, customData: { orderId: '42' } });
+    const [sent] = peer.sends;
+    expect(sent.status).toBe(200);
+    const notification = sent.body.message.notification as { title: string; body: string };
+    expect(notification.title).toBe(title);
+    expect(notification.body).toMatch(/^ä+…$/);
+    expect(sent.body.message.data).toEqual({ orderId: '42' });
+    const bytes = receivedPayloadBytes(sent.body.message);
+    expect(bytes).toBeLessThanOrEqual(FCM_PEER_MAX_PAYLOAD_BYTES);
+    // As long as fits: one more character would not.
+    expect(bytes + Buffer.byteLength('ä')).toBeGreaterThan(FCM_PEER_MAX_PAYLOAD_BYTES);
+
+    // A body too long even alone takes the title with it, shortened after the body is gone.
+    peer.sends.length = 0;
+    await provider.send(scope, fcm('long-text'), { title: 'T'.repeat(5000), message: 'x'.repeat(4000) });
+    const shortened = peer.sends[0].body.message.notification as { title: string; body: string };
+    expect(peer.sends[0].status).toBe(200);
+    expect(shortened.body).toBe('');
+    expect(shortened.title).toMatch(/^T+…$/);
+  });
+
+  it('the peer refuses a payload over 4096 bytes as FCM does; custom data alone that large fails FCM_PAYLOAD_TOO_LARGE without a request', async () => {
+    await provider.send(scope, fcm('size-probe'), { title: 't', message: 'm' });
+    const accessToken = peer.sends[0].accessToken;
+    const post = (message: Record<string, unknown>) =>
+      fetch(`${peer.url}/v1/projects/${peer.projectId}/messages:send`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ message: { token: 'size-probe', ...message } }),
+      });
+    const tooBig = await post({ notification: { title: 't', body: 'x'.repeat(4096) } });
+    expect(tooBig.status).toBe(400);
+    expect(await tooBig.json()).toMatchObject({ error: { status: 'INVALID_ARGUMENT', message: 'Android message is too big' } });
+    expect((await post({ notification: { title: 't', body: 'x'.repeat(4000) } })).status).toBe(200);
+
+    peer.sends.length = 0;
+    const err = await failure(provider.send(scope, fcm('size-probe'), { title: 't', message: 'm', customData: { blob: 'b'.repeat(4100) } }));
+    expect(err.code).toBe('FCM_PAYLOAD_TOO_LARGE');
+    expect(err.retryable).toBe(false);
+    expect(err.message).toContain('options.push.customData');
+    expect(peer.sends).toHaveLength(0);
   });
 
   it('reuses one access token for many sends (also concurrent ones) and renews it shortly before it expires', async () => {

@@ -7,7 +7,7 @@ import { jwtVerify } from 'jose';
  * The far end of FCM HTTP v1 over loopback: Google's OAuth2 token endpoint (JWT-bearer grant,
  * RS256 assertion verified against the service account's public key) and the
  * `v1/projects/{project}/messages:send` endpoint (bearer token, project, strict message body,
- * google.rpc.Status error bodies with FcmError codes).
+ * the 4096-byte payload limit, google.rpc.Status error bodies with FcmError codes).
  */
 
 export const FCM_SCOPE = 'https://www.googleapis.com/auth/firebase.messaging';
@@ -91,13 +91,14 @@ const GOOGLE_STATUS: Record<FcmFailure, { http: number; status: string; message:
 const FCM_ERROR = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
 const BAD_REQUEST = 'type.googleapis.com/google.rpc.BadRequest';
 
-function errorBody(failure: FcmFailure, extra: { field?: string; description?: string; message?: string } = {}) {
+function errorBody(failure: FcmFailure, extra: { field?: string; description?: string; message?: string; noFieldViolations?: boolean } = {}) {
   const s = GOOGLE_STATUS[failure];
   const details: unknown[] = [];
   // Google sends no FcmError detail for a plain UNAUTHENTICATED.
   if (failure !== 'UNAUTHENTICATED') details.push({ '@type': FCM_ERROR, errorCode: failure });
   if (failure === 'INVALID_ARGUMENT') {
-    details.push({ '@type': BAD_REQUEST, fieldViolations: [{ field: extra.field ?? 'message.token', description: extra.description ?? 'Invalid registration token' }] });
+    const violations = extra.noFieldViolations ? {} : { fieldViolations: [{ field: extra.field ?? 'message.token', description: extra.description ?? 'Invalid registration token' }] };
+    details.push({ '@type': BAD_REQUEST, ...violations });
   }
   return { error: { code: s.http, message: extra.message ?? s.message, status: s.status, ...(details.length ? { details } : {}) } };
 }
@@ -109,6 +110,18 @@ export function generateServiceAccountKeys(): { privateKey: string; publicKey: s
     publicKeyEncoding: { type: 'spki', format: 'pem' },
     privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
   });
+}
+
+/**
+ * FCM's documented payload limit ("Maximum payload for both message types is 4096 bytes").
+ * Google does not say which bytes it counts; the peer counts the payload a device receives, the
+ * JSON of notification and data.
+ */
+export const FCM_PEER_MAX_PAYLOAD_BYTES = 4096;
+
+/** The bytes of a received message that count toward FCM_PEER_MAX_PAYLOAD_BYTES. */
+export function receivedPayloadBytes(message: Record<string, unknown>): number {
+  return Buffer.byteLength(JSON.stringify({ notification: message.notification, ...(message.data !== undefined ? { data: message.data } : {}) }));
 }
 
 const MESSAGE_FIELDS = new Set(['token', 'notification', 'data', 'android', 'apns', 'webpush', 'fcm_options', 'name', 'topic', 'condition']);
@@ -269,6 +282,8 @@ export async function startFcmPeer(options: FcmPeerOptions): Promise<FcmPeer> {
     }
     const bad = invalidField(body);
     if (bad) return answer(400, errorBody('INVALID_ARGUMENT', { ...bad, message: bad.description }));
+    // What FCM answers a message over its limit (a BadRequest detail without field violations).
+    if (receivedPayloadBytes(body.message) > FCM_PEER_MAX_PAYLOAD_BYTES) return answer(400, errorBody('INVALID_ARGUMENT', { message: 'Android message is too big', noFieldViolations: true }));
     const deviceToken = String(body.message.token);
     const failure = failures.get(deviceToken);
     if (failure && failure.remaining > 0) {

@@ -1,4 +1,4 @@
-import { longestFitting } from './fit-text.js';
+import { fittedTitleAndBody } from './fit-text.js';
 import { pushLifetime } from './push-lifetime.js';
 import type { MobilePushMessage } from './types.js';
 
@@ -62,15 +62,7 @@ export function buildApnsRequest(message: MobilePushMessage, topic: string, nowM
  */
 function fittedPayload(aps: Record<string, unknown>, custom: Record<string, unknown>): string {
   const build = (alert: unknown) => JSON.stringify({ aps: alert === undefined ? aps : { ...aps, alert }, ...custom });
-  const fits = (alert: unknown) => Buffer.byteLength(build(alert)) <= APNS_MAX_PAYLOAD_BYTES;
-  let alert = aps.alert as Record<string, string> | undefined;
-  if (!alert || fits(alert)) return build(alert);
-  for (const field of ['body', 'title'] as const) {
-    const text: string | undefined = alert[field];
-    if (text === undefined) continue;
-    const current: Record<string, string> = alert;
-    alert = { ...current, [field]: longestFitting(text, (t) => fits({ ...current, [field]: t })) };
-    if (fits(alert)) break;
-  }
-  return build(alert);
+  const alert = aps.alert as Record<string, string> | undefined;
+  if (!alert) return build(alert);
+  return build(fittedTitleAndBody(alert, (a) => Buffer.byteLength(build(a)) <= APNS_MAX_PAYLOAD_BYTES));
 }

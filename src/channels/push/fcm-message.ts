@@ -1,7 +1,16 @@
 import { DeliveryError } from '../types.js';
 import type { HttpAnswer } from './fcm-http.js';
+import { fittedTitleAndBody } from './fit-text.js';
 import { pushLifetime } from './push-lifetime.js';
 import type { MobilePushMessage } from './types.js';
+
+/**
+ * FCM's limit on a message's payload ("Maximum payload for both message types is 4096 bytes";
+ * larger ones are answered 400 INVALID_ARGUMENT "Android message is too big"). FCM does not say
+ * what it counts; Clarion counts the payload a device receives: the JSON of `notification` and
+ * `data` (see fcmPayloadBytes).
+ */
+export const FCM_MAX_PAYLOAD_BYTES = 4096;
 
 /** The `message` of an FCM HTTP v1 `messages:send` request (only the parts Clarion sets). */
 export interface FcmV1Message {
@@ -18,16 +27,23 @@ function duration(seconds: number): string {
   return `${Number.isInteger(s) ? s : Number(s.toFixed(9))}s`;
 }
 
+/** The bytes of `message` that count toward FCM_MAX_PAYLOAD_BYTES: the JSON of its notification and data. */
+export function fcmPayloadBytes(message: Pick<FcmV1Message, 'notification' | 'data'>): number {
+  return Buffer.byteLength(JSON.stringify({ notification: message.notification, ...(message.data ? { data: message.data } : {}) }));
+}
+
 /**
  * Maps one MobilePushMessage for one device token to the FCM HTTP v1 request body, at `nowMs`.
- * android.ttl is what is left of the sender's ttl, counted from the send (an explicit 0 stays
- * "0s" on the first attempt); throws PUSH_EXPIRED when nothing is left.
+ * A notification too large for FCM_MAX_PAYLOAD_BYTES has its body, then its title, shortened
+ * (as for APNs); custom data is never cut, so the result may still be too large (the caller
+ * checks). android.ttl is what is left of the sender's ttl, counted from the send (an explicit
+ * 0 stays "0s" on the first attempt); throws PUSH_EXPIRED when nothing is left.
  */
 export function buildFcmRequest(token: string, message: MobilePushMessage, nowMs: number): { message: FcmV1Message } {
-  const out: FcmV1Message = { token, notification: { title: message.title, body: message.message } };
-  if (message.customData && Object.keys(message.customData).length > 0) {
-    out.data = Object.fromEntries(Object.entries(message.customData).map(([k, v]) => [k, String(v)]));
-  }
+  const data = message.customData && Object.keys(message.customData).length > 0 ? Object.fromEntries(Object.entries(message.customData).map(([k, v]) => [k, String(v)])) : undefined;
+  const notification = fittedTitleAndBody({ title: message.title, body: message.message }, (n) => fcmPayloadBytes({ notification: n, data }) <= FCM_MAX_PAYLOAD_BYTES);
+  const out: FcmV1Message = { token, notification };
+  if (data) out.data = data;
   const a = message.fcm?.android ?? {};
   const android: NonNullable<FcmV1Message['android']> = {};
   if (a.collapseKey !== undefined) android.collapse_key = a.collapseKey;

@@ -4,7 +4,7 @@ import { DeliveryError, type DeliveryResult } from '../types.js';
 import type { FcmServiceAccount } from './fcm-account.js';
 import { FcmTokenCache } from './fcm-auth.js';
 import { TransportError, post, retryAfterMs } from './fcm-http.js';
-import { buildFcmRequest, classifyFcmError, isAccessTokenRejected, parseFcmError } from './fcm-message.js';
+import { FCM_MAX_PAYLOAD_BYTES, buildFcmRequest, classifyFcmError, fcmPayloadBytes, isAccessTokenRejected, parseFcmError } from './fcm-message.js';
 import type { MobilePushMessage, MobilePushProvider, PushScope, PushToken } from './types.js';
 
 export type FcmProviderDeps = Pick<Deps, 'config' | 'clock'>;
@@ -80,7 +80,18 @@ export function createFcmProvider(deps: FcmProviderDeps, lookup: FcmCredentials,
       const { account, version } = await credentials(scope);
       const key = `${scope.accountId}/${scope.envId}`;
       const url = `${baseUrl}/v1/projects/${account.projectId}/messages:send`;
-      const body = JSON.stringify(buildFcmRequest(token.token, message, deps.clock.now().getTime()));
+      const request = buildFcmRequest(token.token, message, deps.clock.now().getTime());
+      const payloadBytes = fcmPayloadBytes(request.message);
+      if (payloadBytes > FCM_MAX_PAYLOAD_BYTES) {
+        // The title and message are cut to nothing by now: the custom data alone is too large.
+        const dataBytes = Buffer.byteLength(JSON.stringify(request.message.data ?? {}));
+        throw new DeliveryError(
+          'FCM_PAYLOAD_TOO_LARGE',
+          `the FCM payload is ${payloadBytes} bytes with the title and message shortened to nothing, over FCM's ${FCM_MAX_PAYLOAD_BYTES}: options.push.customData takes ${dataBytes} bytes`,
+          { retryable: false, recipient: token.token },
+        );
+      }
+      const body = JSON.stringify(request);
 
       for (let attempt = 1; ; attempt++) {
         const accessToken = await tokens.get(key, version, account);
