@@ -21,10 +21,10 @@ export type PushLifetime = { kind: 'now-or-never' } | { kind: 'until'; deadlineM
 
 /**
  * The lifetime left of a push whose sender gave `seconds`, counted from `start` (from now when
- * there is none, or its time is unreadable: a provider called outside a delivery). Throws PUSH_EXPIRED, never retried, when
- * nothing is left: the deadline has passed, or the lifetime is an explicit 0 ("now or never") and
- * this is a retry, minutes after the send it was meant for. `option` names the setting, for the
- * error's text.
+ * there is none, or its time is unreadable: a provider called outside a delivery). Throws
+ * PUSH_EXPIRED, never retried, when nothing is left: the deadline has passed, or the lifetime is
+ * an explicit 0 ("now or never") and this is a retry, minutes after the send it was meant for.
+ * `option` names the setting, for the error's text.
  */
 export function pushLifetime(seconds: number, start: PushLifetimeStart | undefined, nowMs: number, option: string): PushLifetime {
   const first = start?.firstAttempt ?? true;
