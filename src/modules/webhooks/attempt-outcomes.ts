@@ -49,8 +49,10 @@ export class OutcomeRecorder {
   async record(repo: WebhooksRepository, all: Outcome[]): Promise<void> {
     // An outcome of an endpoint deleted while it was in flight changes nothing: its attempt row
     // would fail the foreign key and take the rest of the batch down with it.
-    const live = await repo.liveDeliveries(all.map((o) => o.claim.id));
-    const batch = live.size === all.length ? all : all.filter((o) => live.has(o.claim.id));
+    const endpoints = new Set<string>();
+    for (const o of all) endpoints.add(o.claim.endpoint_id);
+    const live = await repo.liveEndpoints([...endpoints]);
+    const batch = live.size === endpoints.size ? all : all.filter((o) => live.has(o.claim.endpoint_id));
     if (batch.length < all.length) this.deps.logger.info({ dropped: all.length - batch.length }, 'webhooks: results of deleted endpoints dropped');
     const attempts: WebhookAttemptsTable[] = [];
     const health = new Map<string, EndpointHealth>();

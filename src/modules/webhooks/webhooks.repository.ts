@@ -157,7 +157,7 @@ export class WebhooksRepository {
 
   /**
    * Deletes an endpoint with its deliveries and attempts, in one transaction. Its row is locked
-   * first (PostgreSQL), the lock the worker's recording takes too (liveDeliveries): a batch being
+   * first (PostgreSQL), the lock the worker's recording takes too (liveEndpoints): a batch being
    * recorded either commits before the delete, whose statements then remove its attempts, or
    * waits for it and finds the endpoint gone.
    */
@@ -386,22 +386,22 @@ export class WebhooksRepository {
   }
 
   /**
-   * Those of these deliveries that still exist with their endpoint: deleting an endpoint while
-   * its deliveries are in flight takes them and their attempts with it. On PostgreSQL the
-   * endpoints found are locked against deletion until the caller's transaction ends (FOR KEY
-   * SHARE: the lock an attempt row's foreign key takes anyway, which updates of the endpoint do
-   * not wait for), so the attempts inserted after this keep their foreign key.
+   * Those of these endpoints that still exist: deleting an endpoint while its deliveries are in
+   * flight takes them and their attempts with it, and nothing else deletes a pending delivery (the
+   * retention purge keeps them), so an outcome whose endpoint exists has its delivery too. One
+   * lookup per endpoint of a batch, not a join per delivery. On PostgreSQL the endpoints found
+   * are locked against deletion until the caller's transaction ends (FOR KEY SHARE: the lock an
+   * attempt row's foreign key takes anyway, which updates of the endpoint do not wait for), so
+   * the attempts inserted after this keep their foreign key.
    */
-  async liveDeliveries(ids: string[]): Promise<Set<string>> {
+  async liveEndpoints(ids: string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
     if (this.fast) {
-      const rows = this.fast
-        .prepare('SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints p ON p.id = d.endpoint_id WHERE d.id IN (SELECT value FROM json_each(?))')
-        .all(JSON.stringify(ids)) as { id: string }[];
+      const rows = this.fast.prepare('SELECT id FROM webhook_endpoints WHERE id IN (SELECT value FROM json_each(?))').all(JSON.stringify(ids)) as { id: string }[];
       return new Set(rows.map((r) => r.id));
     }
-    let q = this.db.selectFrom('webhook_deliveries as d').innerJoin('webhook_endpoints as p', 'p.id', 'd.endpoint_id').select('d.id').where('d.id', 'in', ids);
-    if (this.lockRows) q = q.forKeyShare('p');
+    let q = this.db.selectFrom('webhook_endpoints').select('id').where('id', 'in', ids);
+    if (this.lockRows) q = q.forKeyShare();
     return new Set((await q.execute()).map((r) => r.id));
   }
 
