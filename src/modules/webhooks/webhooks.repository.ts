@@ -5,6 +5,7 @@ import { retryDeadlock } from '../../storage/errors.js';
 import type { EnvScope } from '../../storage/env-settings.js';
 import type { CoreTables } from '../../storage/schema.js';
 import type { TransitionRow } from './events.js';
+import { ATTEMPT_ROW, DELIVERY_ROW, EVENT_ROW, type RowLayout } from './webhook-row-layouts.js';
 import type {
   DeliveryRestart,
   WebhookAttemptRow,
@@ -304,7 +305,7 @@ export class WebhooksRepository {
 
   async insertEvents(rows: WebhookEventsTable[]): Promise<void> {
     if (this.fast && rows.length > 0) {
-      insertRows(this.fast, 'webhook_events', rows);
+      insertRows(this.fast, 'webhook_events', EVENT_ROW, rows);
       return;
     }
     for (let i = 0; i < rows.length; i += INSERT_CHUNK) await this.db.insertInto('webhook_events').values(rows.slice(i, i + INSERT_CHUNK)).execute();
@@ -312,7 +313,7 @@ export class WebhooksRepository {
 
   async insertDeliveries(rows: WebhookDeliveriesTable[]): Promise<void> {
     if (this.fast && rows.length > 0) {
-      insertRows(this.fast, 'webhook_deliveries', rows, ' ON CONFLICT (endpoint_id, event_id) DO NOTHING');
+      insertRows(this.fast, 'webhook_deliveries', DELIVERY_ROW, rows, ' ON CONFLICT (endpoint_id, event_id) DO NOTHING');
       return;
     }
     for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
@@ -407,7 +408,7 @@ export class WebhooksRepository {
 
   async insertAttempts(rows: WebhookAttemptsTable[]): Promise<void> {
     if (this.fast && rows.length > 0) {
-      insertRows(this.fast, 'webhook_attempts', rows);
+      insertRows(this.fast, 'webhook_attempts', ATTEMPT_ROW, rows);
       return;
     }
     for (let i = 0; i < rows.length; i += INSERT_CHUNK) await this.db.insertInto('webhook_attempts').values(rows.slice(i, i + INSERT_CHUNK)).execute();
@@ -581,23 +582,22 @@ const ROWS_PER_RUN = [16, 4, 1];
 
 /**
  * Inserts rows with a few runs of cached prepared statements of several rows each (ROWS_PER_RUN),
- * the values passed as positional arguments in the order of the first row's columns. Named
- * parameters cost better-sqlite3 a property lookup per value from C++, an array argument an
- * element read per value (about 430 instructions each), and every run a result object and
- * SQLite's statement set-up and reset; arguments and multi-row runs cost none of that per row
- * (callgrind, bench webhook-instructions).
+ * the values passed as positional arguments in the layout's column order. Named parameters cost
+ * better-sqlite3 a property lookup per value from C++, an array argument an element read per
+ * value (about 430 instructions each), and every run a result object and SQLite's statement
+ * set-up and reset; arguments and multi-row runs cost none of that per row (callgrind, bench
+ * webhook-instructions). The layout's writer reads each row's values (webhook-row-layouts.ts).
  */
-function insertRows<Row extends object>(sqlite: SQLite.Database, table: string, rows: Row[], suffix = ''): void {
-  const columns = Object.keys(rows[0]) as (keyof Row)[];
-  const tuple = `(${columns.map(() => '?').join(', ')})`;
+function insertRows<Row>(sqlite: SQLite.Database, table: string, layout: RowLayout<Row>, rows: Row[], suffix = ''): void {
+  const width = layout.columns.length;
+  const tuple = `(${layout.columns.map(() => '?').join(', ')})`;
   let at = 0;
   for (const size of ROWS_PER_RUN) {
     if (rows.length - at < size) continue;
-    const insert = sqlite.prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES ${new Array<string>(size).fill(tuple).join(', ')}${suffix}`);
-    const values: unknown[] = new Array(size * columns.length);
+    const insert = sqlite.prepare(`INSERT INTO ${table} (${layout.columns.join(', ')}) VALUES ${new Array<string>(size).fill(tuple).join(', ')}${suffix}`);
+    const values: unknown[] = new Array(size * width);
     for (; rows.length - at >= size; at += size) {
-      let v = 0;
-      for (let r = at; r < at + size; r++) for (const column of columns) values[v++] = rows[r][column];
+      for (let r = 0; r < size; r++) layout.write(rows[at + r], values, r * width);
       insert.run(...values);
     }
   }
