@@ -438,6 +438,24 @@ export class PgBossQueue implements Queue, JobBackend {
   }
 
   /**
+   * Back to waiting (pg-boss's 'retry'), due after delayMs, the run not counted (as release()).
+   * pg-boss claims in (priority, created_on) order, so created_on moves to now: the job goes
+   * behind every job of its name due before it, as on SQLite (whose claim orders by run_at).
+   * created_on serves pg-boss only for that order and for copies to its archive. The lock period
+   * goes back to lockMs (the heartbeats of the run lengthened it).
+   */
+  async defer(job: ClaimedJob, delayMs: number): Promise<void> {
+    await this.fenced(
+      job,
+      `state = 'retry', start_after = now() + $4::double precision * interval '1 millisecond', created_on = now(),
+       expire_in = $5::double precision * interval '1 millisecond',
+       started_on = CASE WHEN retry_count = 0 THEN NULL ELSE started_on END,
+       retry_count = GREATEST(retry_count - 1, 0)`,
+      [delayMs, this.lockMs],
+    );
+  }
+
+  /**
    * Extends the lock of this worker's jobs. Rows are locked in (name, id) order, the order
    * completeMany locks them in too; pg-boss's maintenance (expiring jobs) locks in its own order
    * and may still deadlock with us (40P01): a heartbeat is idempotent, so it is retried.

@@ -115,13 +115,13 @@ export interface Queue {
   depths(): Promise<QueueDepth[]>;
 }
 
-/** Thrown by a handler: do not retry this job. */
 /** A handler's failure as an Error (failures are Errors; anything else thrown is wrapped). */
 export function asError(failure: unknown): Error {
   if (failure instanceof Error) return failure;
   return new Error(typeof failure === 'string' ? failure : JSON.stringify(failure) ?? 'undefined');
 }
 
+/** Thrown by a handler: do not retry this job. */
 export class PermanentJobError extends Error {
   override name = 'PermanentJobError';
 }
@@ -138,4 +138,26 @@ export class RetryJobError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * Thrown by a handler (or answered by a batch handler for a job): not now. The job goes back to
+ * the queue, due after `delayMs` (default at once) and behind every job of its name that was due
+ * before it, and this run does not count as an attempt: a job may be deferred any number of times.
+ * For work that is fine but must give way to others' (a tenant over its share of planning time,
+ * see docs/fairness.md); a handler that defers must make progress on each run, or the job never ends.
+ */
+export class DeferJobError extends Error {
+  override name = 'DeferJobError';
+  constructor(
+    message: string,
+    readonly delayMs = 0,
+  ) {
+    super(message);
+  }
+}
+
+/** The failure is a DeferJobError (also one from another copy of this module). */
+export function isDeferral(failure: unknown): failure is DeferJobError {
+  return failure instanceof DeferJobError || (failure as Error | undefined)?.name === 'DeferJobError';
 }

@@ -1,5 +1,5 @@
 import { BusyGate } from './busy-gate.js';
-import { asError, type BatchJobHandler, type BatchWorkOptions, type JobContext, type JobHandler, PermanentJobError, RetryJobError, type WorkOptions } from './port.js';
+import { asError, type BatchJobHandler, type BatchWorkOptions, type JobContext, type JobHandler, isDeferral, PermanentJobError, RetryJobError, type WorkOptions } from './port.js';
 
 /** A job this process holds the lock of. `token` fences writes: a stale holder changes nothing. */
 export interface ClaimedJob {
@@ -21,6 +21,11 @@ export interface JobBackend {
   completeMany?(jobs: ClaimedJob[]): Promise<void>;
   /** Gives jobs back at once without counting the interrupted run as an attempt. */
   release(jobs: ClaimedJob[]): Promise<void>;
+  /**
+   * Gives a job back on its handler's DeferJobError: due after `delayMs`, claimed after the jobs
+   * of its name due before now (it goes to the back of the line), the run not counted as an attempt.
+   */
+  defer(job: ClaimedJob, delayMs: number): Promise<void>;
   /** Extends the locks of jobs still running here. */
   heartbeat(jobs: ClaimedJob[]): Promise<void>;
   /** Called before the first claim of each name. */
@@ -318,8 +323,13 @@ export class JobRunner {
     await this.recordFailure(reg, job, failure);
   }
 
-  /** A failed run: failed for good (permanent, or the last attempt), else retried after a backoff. */
+  /** A failed run: deferred (DeferJobError), failed for good (permanent, or the last attempt), else retried after a backoff. */
   private async recordFailure(reg: Registration, job: ClaimedJob, failure: unknown): Promise<void> {
+    if (isDeferral(failure)) {
+      const delayMs = Number.isFinite(failure.delayMs) && failure.delayMs > 0 ? failure.delayMs : 0;
+      await this.settle(() => this.backend.defer(job, delayMs), job);
+      return;
+    }
     const message = errorMessage(failure);
     const permanent = failure instanceof PermanentJobError || (failure as Error | undefined)?.name === 'PermanentJobError';
     if (permanent || job.attempt >= job.maxAttempts) {

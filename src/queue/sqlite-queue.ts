@@ -400,6 +400,16 @@ export class SqliteQueue implements Queue, JobBackend {
     }
   }
 
+  /**
+   * Back to waiting, due after delayMs, the run not counted. The claim takes due jobs in run_at
+   * order, so a run_at of now puts the job behind every job of its name due before it.
+   */
+  async defer(job: ClaimedJob, delayMs: number): Promise<void> {
+    await this.held(job)
+      .set({ state: 'waiting', run_at: this.now(delayMs), attempt: sql`attempt - 1`, locked_by: null, locked_until: null, updated_at: this.now() })
+      .execute();
+  }
+
   async heartbeat(jobs: ClaimedJob[]): Promise<void> {
     await this.jobs(this.db)
       .updateTable('queue_jobs')

@@ -1,7 +1,7 @@
 import { CompiledQuery } from 'kysely';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type JobContext, PermanentJobError, RetryJobError } from '../../src/queue/index.js';
+import { DeferJobError, type JobContext, PermanentJobError, RetryJobError } from '../../src/queue/index.js';
 import type { PgBossQueue } from '../../src/queue/pgboss-queue.js';
 import type { JobBackend } from '../../src/queue/runner.js';
 import { SqliteQueue } from '../../src/queue/sqlite-queue.js';
@@ -261,6 +261,43 @@ describe.each(STORAGE_KINDS)('queue on %s', (kind) => {
     expect(runs).toHaveLength(2);
     expect(runs[1] - runs[0]).toBeGreaterThanOrEqual(150 - (clock ? 0 : 5));
     if (clock) expect(runs[1] - runs[0]).toBe(150);
+  });
+
+  it('DeferJobError gives the job back behind the jobs due before it, without counting the run as an attempt', async () => {
+    // SQLite orders due jobs by run_at: its clock moves 1 ms between the enqueue and each
+    // deferral, so the deferred job's run_at is strictly later. pg-boss stamps created_on anew.
+    const clock = kind === 'sqlite' ? new ManualClock() : undefined;
+    const q = env.queue({ backoff: { baseMs: 5 }, ...(clock ? { clock } : {}) });
+    const runs: string[] = [];
+    const done = deferred();
+    q.work<{ job: string }>(
+      't.defer',
+      async (data, job) => {
+        runs.push(`${data.job}@${job.attempt}`);
+        // 'first' gives way four times, more than its two attempts would allow as retries.
+        if (data.job === 'first' && runs.filter((r) => r.startsWith('first')).length <= 4) {
+          clock?.advance(1);
+          throw new DeferJobError('not now');
+        }
+        if (runs.length === 6) done.resolve();
+      },
+      { concurrency: 1 },
+    );
+    const [first, second] = await env.storage.db.transaction().execute(async (trx) => [
+      await q.enqueue(trx, 't.defer', { job: 'first' }, { maxAttempts: 2 }),
+      await q.enqueue(trx, 't.defer', { job: 'second' }, { maxAttempts: 2 }),
+    ]);
+    await q.start();
+    await done.promise;
+    // Deferred once, 'first' runs after 'second', which was due before the deferral.
+    expect(runs).toEqual(['first@1', 'second@1', 'first@1', 'first@1', 'first@1', 'first@1']);
+    for (const id of [first, second]) {
+      const stored = await waitFor(async () => {
+        const j = await env.job(id);
+        return j?.state === 'done' ? j : undefined;
+      }, 5000, `job ${id} done`);
+      expect(stored.attempt).toBe(1);
+    }
   });
 
   it('cancels and reschedules waiting jobs only', async () => {
