@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { deferred } from '../../storage/pg-prepared.js';
 import type { Deps } from '../../deps.js';
-import { asError, type JobContext, PermanentJobError, type Queue } from '../../queue/port.js';
+import { asError, DeferJobError, isDeferral, type JobContext, PermanentJobError, type Queue } from '../../queue/port.js';
 import { TemplateRenderError, buildRenderContext } from '../../rendering/liquid.js';
 import { emailConditionHolds } from './email-condition.js';
 import { RenderPool } from '../../rendering/render-pool.js';
@@ -18,6 +18,7 @@ import { carriedDigest, digestContent, digestScheduleOf } from './digest-routing
 import type { DeliverOutcome, Executors } from './executors/types.js';
 import { INGEST_SENDS_JOB } from './messages.journal.js';
 import { MessagesRepository, PROCESS_MESSAGE_JOB, type ProcessMessageJobData, messagesOfJob } from './messages.repository.js';
+import { PLANNING_BUDGET_MS, PlanningBudget, type PlanningTiming } from './planning-budget.js';
 import { PlanningReads } from './planning-reads.js';
 import { type SkipReason, routeChannels } from './routing.js';
 import { GateDecisions, type GateInput, gateInputOf, skipEvery } from './send-gates.js';
@@ -51,14 +52,18 @@ export class DeliveryWorker {
   private readonly deliveries: DeliveryRuns;
   private readonly renders: RenderPool;
   private readonly ownRenders: boolean;
+  private readonly planningBudgetMs: number;
 
   constructor(
     private readonly deps: Deps,
     private readonly queue: Queue,
     private readonly executors: Executors,
     services: DeliveryWorkerServices,
-    /** The retries' base wait (DELIVERY_RETRY_BASE_MS by default, see retry-schedule.ts) and the routing job's budget for first attempts. */
-    timing: Partial<DeliveryTiming> = {},
+    /**
+     * The retries' base wait (DELIVERY_RETRY_BASE_MS by default, see retry-schedule.ts), the
+     * routing job's budget for first attempts, and each account's planning budget per batch.
+     */
+    timing: Partial<DeliveryTiming & PlanningTiming> = {},
     /**
      * Where content is rendered: worker threads, off the event loop that serves the API. Given, it
      * is the caller's to close (startWorkers shares it with the executors); else the worker's own.
@@ -67,6 +72,7 @@ export class DeliveryWorker {
   ) {
     this.renders = renders ?? new RenderPool();
     this.ownRenders = renders === undefined;
+    this.planningBudgetMs = timing.planningBudgetMs ?? PLANNING_BUDGET_MS;
     this.users = services.users;
     this.templates = services.templates;
     this.digests = services.digests;
@@ -185,8 +191,7 @@ export class DeliveryWorker {
       const own = failures.slice(at, at + ids.length);
       const ownRecorded = recorded.slice(at, at + ids.length);
       at += ids.length;
-      const pending = own.find((f, i) => f !== undefined && !ownRecorded[i]);
-      return pending ?? (ids.length === 1 ? own[0] : undefined);
+      return unsettled(own, ownRecorded) ?? (ids.length === 1 ? own[0] : undefined);
     });
   }
 
@@ -305,7 +310,7 @@ export class DeliveryWorker {
       const own = failures.slice(at, at + c.messages.length);
       const ownRecorded = recorded.slice(at, at + c.messages.length);
       at += c.messages.length;
-      const pending = own.find((f, i) => f !== undefined && !ownRecorded[i]);
+      const pending = unsettled(own, ownRecorded);
       if (pending !== undefined) {
         results[c.index] = pending;
         continue;
@@ -355,12 +360,20 @@ export class DeliveryWorker {
     const plans: { index: number; plan: MessagePlan }[] = [];
     // One time for the batch: its messages are processed together.
     const now = this.deps.clock.now().toISOString();
+    // An account whose templates render slowly takes its share of the batch, not all of it.
+    const budget = new PlanningBudget(this.deps.clock, this.planningBudgetMs);
     for (const [index, trackingId] of trackingIds.entries()) {
       const message = reads.message(trackingId);
       // Processed by a run before this one: it may have left first attempts to make.
       if (message?.state === 'processed') routed.resumed.set(trackingId, message);
+      const toPlan = message?.state === 'queued' || message?.state === 'scheduled';
+      if (toPlan && !budget.allows(message.account_id)) {
+        // Its job goes to the back of the queue; its re-run finds what this run committed.
+        failures[index] = new DeferJobError(`account ${message.account_id} took its planning budget of this batch (${this.planningBudgetMs} ms)`);
+        continue;
+      }
       try {
-        const plan = await this.plan(trackingId, reads, now);
+        const plan = message ? await budget.measure(message.account_id, () => this.plan(trackingId, reads, now)) : null;
         if (plan) plans.push({ index, plan });
       } catch (err) {
         failures[index] = err;
@@ -699,8 +712,19 @@ function inlineOf(body: SendBody, channel: SendChannel): Record<string, unknown>
   return value && typeof value === 'object' ? { ...(value as Record<string, unknown>) } : null;
 }
 
-/** No run will follow: the error says so, or this was the job's last attempt. */
+/**
+ * A job's outcome from its messages' failures: one not recorded yet (the job runs again), a real
+ * failure before a deferral (a retry re-plans the deferred messages too); undefined when every
+ * failure is recorded.
+ */
+function unsettled(failures: unknown[], recorded: boolean[]): unknown {
+  const pending = failures.filter((f, i) => f !== undefined && !recorded[i]);
+  return pending.find((f) => !isDeferral(f)) ?? pending[0];
+}
+
+/** No run will follow: the error says so, or this was the job's last attempt (a deferral never is: it does not count as one). */
 function isFinal(err: unknown, job: JobContext): boolean {
+  if (isDeferral(err)) return false;
   return err instanceof PermanentJobError || (err as Error | undefined)?.name === 'PermanentJobError' || job.attempt >= job.maxAttempts;
 }
 
