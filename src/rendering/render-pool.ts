@@ -33,6 +33,8 @@ export interface RenderPoolOptions {
 
 interface Job {
   id: number;
+  /** Whose render this is (an account id): waiting renders are taken round-robin between tenants. */
+  tenant: string;
   channel: Channel;
   content: Record<string, unknown>;
   context: RenderContext;
@@ -55,8 +57,10 @@ interface Thread {
 /**
  * Renders channel content on worker threads, so a template that runs up to the render limits
  * (2 s of loops, or one huge filter) never blocks the event loop that serves the API and the
- * queue. Jobs wait in order for a free thread; a thread past its deadline, or one that dies (out
- * of memory), fails its job with TemplateRenderError and is replaced.
+ * queue. Jobs wait for a free thread in order per tenant, tenants taking turns: one tenant's slow
+ * renders queued from several routing batches do not make another's wait for all of them. A
+ * thread past its deadline, or one that dies (out of memory), fails its job with
+ * TemplateRenderError and is replaced.
  */
 export class RenderPool {
   private readonly size: number;
@@ -64,7 +68,8 @@ export class RenderPool {
   private readonly maxHeapMb: number;
   private readonly idleMs: number;
   private readonly threads: Thread[] = [];
-  private readonly queue: Job[] = [];
+  /** Waiting jobs per tenant, in order; the tenants in the order of their turns (a Map keeps insertion order). */
+  private readonly waiting = new Map<string, Job[]>();
   private nextId = 1;
   private closed = false;
 
@@ -87,9 +92,11 @@ export class RenderPool {
 
   /**
    * renderChannelContent on a render thread; rejects with TemplateRenderError when the template
-   * fails. `limits`: LiquidJS limits tighter than the process's defaults (the deadline stays the pool's).
+   * fails. `limits`: LiquidJS limits tighter than the process's defaults (the deadline stays the
+   * pool's). `tenant`: whose render it is (the account), for the turns between tenants; renders
+   * without one share a turn.
    */
-  render<T extends object>(channel: Channel, content: T, context: RenderContext, options: { resolveComponents?: ComponentResolver; limits?: RenderLimits } = {}): Promise<T> {
+  render<T extends object>(channel: Channel, content: T, context: RenderContext, options: { resolveComponents?: ComponentResolver; limits?: RenderLimits; tenant?: string } = {}): Promise<T> {
     if (this.closed) return Promise.reject(new Error('render pool is closed'));
     // Content without a `{` has nothing to run: its result is known without a thread (a round
     // trip to a render thread costs more than the rest of processing a plain message). Only for
@@ -97,8 +104,9 @@ export class RenderPool {
     const plain = isPlainData(context, 0) ? contentWithoutTemplates(channel, content) : null;
     if (plain) return Promise.resolve(plain);
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({
+      this.enqueue({
         id: this.nextId++,
+        tenant: options.tenant ?? '',
         channel,
         content: content as Record<string, unknown>,
         context,
@@ -114,7 +122,7 @@ export class RenderPool {
   /** Terminates the threads; queued and running jobs fail. */
   async close(): Promise<void> {
     this.closed = true;
-    for (const job of this.queue.splice(0)) job.reject(new Error('render pool is closed'));
+    for (const job of this.takeAllWaiting()) job.reject(new Error('render pool is closed'));
     const threads = this.threads.splice(0);
     for (const thread of threads) {
       thread.idle.busy();
@@ -123,15 +131,38 @@ export class RenderPool {
     await Promise.all(threads.map((t) => t.worker.terminate()));
   }
 
+  private enqueue(job: Job): void {
+    const jobs = this.waiting.get(job.tenant);
+    if (jobs) jobs.push(job);
+    else this.waiting.set(job.tenant, [job]);
+  }
+
+  /** The first waiting job of the tenant whose turn it is; that tenant's turn moves to the end. */
+  private nextWaiting(): Job | undefined {
+    const first = this.waiting.entries().next();
+    if (first.done) return undefined;
+    const [tenant, jobs] = first.value;
+    const job = jobs.shift()!;
+    this.waiting.delete(tenant);
+    if (jobs.length > 0) this.waiting.set(tenant, jobs);
+    return job;
+  }
+
+  private takeAllWaiting(): Job[] {
+    const jobs = [...this.waiting.values()].flat();
+    this.waiting.clear();
+    return jobs;
+  }
+
   private dispatch(): void {
-    while (this.queue.length > 0) {
+    while (this.waiting.size > 0) {
       const thread = this.threads.find((t) => t.ready && t.job === null);
       if (!thread) {
         // Threads still starting take the queue when ready.
         if (this.threads.length < this.size && this.threads.every((t) => t.ready)) this.spawn();
         return;
       }
-      const job = this.queue.shift()!;
+      const job = this.nextWaiting()!;
       thread.idle.busy();
       thread.job = job;
       thread.timer = setTimeout(() => this.kill(thread, new TemplateRenderError(`rendering took longer than ${this.deadlineMs} ms`)), this.deadlineMs);
@@ -213,7 +244,7 @@ export class RenderPool {
     void thread.worker.terminate();
     if (!thread.ready) {
       // A thread that cannot even start would fail again: fail what waits (the jobs are retried) instead of looping.
-      for (const job of this.queue.splice(0)) job.reject(new Error(`the render thread could not start: ${error.message}`));
+      for (const job of this.takeAllWaiting()) job.reject(new Error(`the render thread could not start: ${error.message}`));
       return;
     }
     if (!this.closed) this.dispatch();

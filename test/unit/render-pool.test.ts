@@ -41,6 +41,20 @@ describe('RenderPool', () => {
     }
   });
 
+  it('takes waiting renders in turns between tenants, in order within each', async () => {
+    const tenants = new RenderPool({ size: 1 });
+    try {
+      const done: string[] = [];
+      const render = (tenant: string, n: number) =>
+        tenants.render('INAPP_WEB', { title: `{{ t }}{{ n }}` }, { t: tenant, n }, { tenant }).then((out) => done.push(out.title));
+      // Three of A's renders wait for the one thread before B's: B's goes second, not fourth.
+      await Promise.all([render('A', 1), render('A', 2), render('A', 3), render('B', 1)]);
+      expect(done).toEqual(['A1', 'B1', 'A2', 'A3']);
+    } finally {
+      await tenants.close();
+    }
+  });
+
   it('refuses renders once closed', async () => {
     const closed = new RenderPool({ size: 1 });
     await closed.close();

@@ -571,7 +571,7 @@ export class DeliveryWorker {
       let conditionError: TemplateRenderError | undefined;
       if (decision.channel === 'EMAIL' && emailCondition) {
         try {
-          if (!(await emailConditionHolds(this.renders, emailCondition, context))) {
+          if (!(await emailConditionHolds(this.renders, emailCondition, context, message.account_id))) {
             skipped.email = 'CONDITION_NOT_MET' satisfies SkipReason;
             continue;
           }
@@ -606,7 +606,8 @@ export class DeliveryWorker {
         if (conditionError) throw conditionError;
         const source = contents.get(decision.channel)!;
         const executor = this.executors[decision.channel]!;
-        const rendered = await this.renders.render(decision.channel, source, context, { resolveComponents });
+        // In the account's turn: another tenant's renders waiting for a thread do not hold this one.
+        const rendered = await this.renders.render(decision.channel, source, context, { resolveComponents, tenant: message.account_id });
         const planned = executor.planned?.(rendered, { message, source, type, parameters: send.parameters ?? {}, user: user as unknown as Record<string, unknown> }) ?? rendered;
         row.content = JSON.stringify(planned);
         row.preview = executor.preview(rendered).slice(0, 500);
