@@ -287,16 +287,23 @@ export class JobRunner {
     // handler is still finishing.
     const key = ++this.launches;
     const entry: Running = { job, released: false, done: Promise.resolve() };
-    entry.done = this.execute(reg, entry).finally(() => {
-      reg.running--;
-      this.running.delete(key);
-      this.nudge(job.name);
-    });
+    let progressed = true;
+    entry.done = this.execute(reg, entry)
+      .then((ran) => {
+        progressed = ran;
+      })
+      .finally(() => {
+        reg.running--;
+        this.running.delete(key);
+        // A run that only deferred its job leaves the name to the next poll (see executeBatch).
+        if (progressed) this.nudge(job.name);
+      });
     this.running.set(key, entry);
     return entry.done;
   }
 
-  private async execute(reg: Registration, entry: Running): Promise<void> {
+  /** Runs one job; false when its handler deferred it (DeferJobError), else true. */
+  private async execute(reg: Registration, entry: Running): Promise<boolean> {
     // Let pending I/O (e.g. API requests in the same process) in before each job: on SQLite a
     // handler's queries run synchronously, so back-to-back jobs would otherwise starve the API.
     await new Promise((resolve) => setImmediate(resolve));
@@ -304,7 +311,7 @@ export class JobRunner {
     if (job.attempt > job.maxAttempts) {
       // Taken over from a dead worker whose run used the last attempt.
       await this.failForGood(reg, job, 'worker lost (lock expired) on the last attempt');
-      return;
+      return true;
     }
     let failure: unknown;
     let ok = false;
@@ -315,12 +322,13 @@ export class JobRunner {
       failure = err;
     }
     // Released on stop: the job is someone else's now, whatever the handler did.
-    if (entry.released) return;
+    if (entry.released) return true;
     if (ok) {
       await this.settle(() => this.backend.complete(job), job);
-      return;
+      return true;
     }
     await this.recordFailure(reg, job, failure);
+    return !isDeferral(failure);
   }
 
   /** A failed run: deferred (DeferJobError), failed for good (permanent, or the last attempt), else retried after a backoff. */
@@ -349,11 +357,16 @@ export class JobRunner {
     reg.running++;
     const keys = jobs.map(() => ++this.launches);
     const entries: Running[] = jobs.map((job) => ({ job, released: false, done: Promise.resolve() }));
-    const done = this.executeBatch(reg, entries).finally(() => {
-      reg.running--;
-      for (const key of keys) this.running.delete(key);
-      this.nudge(jobs[0].name);
-    });
+    let progressed = true;
+    const done = this.executeBatch(reg, entries)
+      .then((ran) => {
+        progressed = ran;
+      })
+      .finally(() => {
+        reg.running--;
+        for (const key of keys) this.running.delete(key);
+        if (progressed) this.nudge(jobs[0].name);
+      });
     entries.forEach((entry, i) => {
       entry.done = done;
       this.running.set(keys[i], entry);
@@ -361,7 +374,13 @@ export class JobRunner {
     return done;
   }
 
-  private async executeBatch(reg: Registration, entries: Running[]): Promise<void> {
+  /**
+   * Runs a batch; false when its handler deferred every job of it (DeferJobError), else true.
+   * A run that only deferred made no progress: nudging its name again would claim the same
+   * kind of jobs at once and defer them again, round and round while whatever they give way to
+   * lasts (a slow tenant's render); the name waits for the next poll or nudge instead.
+   */
+  private async executeBatch(reg: Registration, entries: Running[]): Promise<boolean> {
     await new Promise((resolve) => setImmediate(resolve));
     const live: Running[] = [];
     for (const entry of entries) {
@@ -369,7 +388,7 @@ export class JobRunner {
       if (job.attempt > job.maxAttempts) await this.failForGood(reg, job, 'worker lost (lock expired) on the last attempt');
       else live.push(entry);
     }
-    if (live.length === 0) return;
+    if (live.length === 0) return true;
     const context = (job: ClaimedJob): JobContext => ({ id: job.id, name: job.name, attempt: job.attempt, maxAttempts: job.maxAttempts });
     let failures: unknown[];
     try {
@@ -378,7 +397,7 @@ export class JobRunner {
       // The batch failed as a whole: run its jobs one by one, so one bad job fails alone.
       this.logger.warn({ err, queue: live[0].job.name, jobs: live.length }, 'queue: batch failed; running its jobs one by one');
       for (const entry of live) await this.execute(reg, entry);
-      return;
+      return true;
     }
     const completed: ClaimedJob[] = [];
     for (const [i, entry] of live.entries()) {
@@ -387,10 +406,12 @@ export class JobRunner {
       if (failures[i] === undefined) completed.push(entry.job);
       else await this.recordFailure(reg, entry.job, failures[i]);
     }
-    if (completed.length === 0) return;
+    const onlyDeferred = live.length === entries.length && live.every((_, i) => isDeferral(failures[i]));
+    if (completed.length === 0) return !onlyDeferred;
     const completeMany = this.backend.completeMany?.bind(this.backend);
     if (completeMany) await this.settle(() => completeMany(completed), completed[0]);
     else for (const job of completed) await this.settle(() => this.backend.complete(job), job);
+    return true;
   }
 
   /**

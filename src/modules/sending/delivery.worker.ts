@@ -18,7 +18,7 @@ import { carriedDigest, digestContent, digestScheduleOf } from './digest-routing
 import type { DeliverOutcome, Executors } from './executors/types.js';
 import { INGEST_SENDS_JOB } from './messages.journal.js';
 import { MessagesRepository, PROCESS_MESSAGE_JOB, type ProcessMessageJobData, messagesOfJob } from './messages.repository.js';
-import { PLANNING_BUDGET_MS, PlanningBudget, type PlanningTiming } from './planning-budget.js';
+import { PLANNING_BUDGET_MS, PlanningBudget, type PlanningTiming, SlowAccounts } from './planning-budget.js';
 import { PlanningReads } from './planning-reads.js';
 import { type SkipReason, routeChannels } from './routing.js';
 import { GateDecisions, type GateInput, gateInputOf, skipEvery } from './send-gates.js';
@@ -53,6 +53,8 @@ export class DeliveryWorker {
   private readonly renders: RenderPool;
   private readonly ownRenders: boolean;
   private readonly planningBudgetMs: number;
+  /** The accounts slow to plan, across this worker's batches (see SlowAccounts). */
+  private readonly slowAccounts = new SlowAccounts();
 
   constructor(
     private readonly deps: Deps,
@@ -361,15 +363,20 @@ export class DeliveryWorker {
     // One time for the batch: its messages are processed together.
     const now = this.deps.clock.now().toISOString();
     // An account whose templates render slowly takes its share of the batch, not all of it.
-    const budget = new PlanningBudget(this.deps.clock, this.planningBudgetMs);
+    const budget = new PlanningBudget(this.deps.clock, this.planningBudgetMs, this.slowAccounts);
     for (const [index, trackingId] of trackingIds.entries()) {
       const message = reads.message(trackingId);
       // Processed by a run before this one: it may have left first attempts to make.
       if (message?.state === 'processed') routed.resumed.set(trackingId, message);
       const toPlan = message?.state === 'queued' || message?.state === 'scheduled';
-      if (toPlan && !budget.allows(message.account_id)) {
+      const deferral = toPlan ? budget.deferral(message.account_id) : null;
+      if (toPlan && deferral) {
         // Its job goes to the back of the queue; its re-run finds what this run committed.
-        failures[index] = new DeferJobError(`account ${message.account_id} took its planning budget of this batch (${this.planningBudgetMs} ms)`);
+        failures[index] = new DeferJobError(
+          deferral === 'budget'
+            ? `account ${message.account_id} took its planning budget of this batch (${this.planningBudgetMs} ms)`
+            : `account ${message.account_id} is slow to plan and another batch plans one of its messages`,
+        );
         continue;
       }
       try {
@@ -379,6 +386,7 @@ export class DeliveryWorker {
         failures[index] = err;
       }
     }
+    budget.settle();
     if (plans.length === 0) return routed;
     const afterCommit: (() => Promise<void>)[] = [];
     // The messages this run moved on (another run may have processed some: their rows are not written).

@@ -17,28 +17,86 @@ export interface PlanningTiming {
   planningBudgetMs: number;
 }
 
-/** The planning time each account has taken in one routing batch (one per batch: no state between batches). */
+/** Why a message was left to a later run of its job. */
+export type Deferral = 'budget' | 'slow-account-busy';
+
+/**
+ * The accounts of this process found slow to plan (one that took its budget in a batch, until one
+ * of its batches plans under it), and how many of their messages are being planned now, across
+ * the routing batches running at once. A slow account has one message planned at a time: the
+ * other batches leave its messages to a later run at once, without rendering, so the claims pass
+ * over its backlog to the jobs of other tenants behind it instead of each holding a routing slot
+ * for a render. Accounts that plan within budget are never held back: the common case.
+ */
+export class SlowAccounts {
+  private readonly slow = new Set<string>();
+  private readonly planning = new Map<string, number>();
+
+  /** A message of this account waits for a later run: the account is slow and a batch plans one of its messages now. */
+  held(accountId: string): boolean {
+    return this.slow.has(accountId) && (this.planning.get(accountId) ?? 0) > 0;
+  }
+
+  isSlow(accountId: string): boolean {
+    return this.slow.has(accountId);
+  }
+
+  markSlow(accountId: string): void {
+    this.slow.add(accountId);
+  }
+
+  markFast(accountId: string): void {
+    this.slow.delete(accountId);
+  }
+
+  started(accountId: string): void {
+    this.planning.set(accountId, (this.planning.get(accountId) ?? 0) + 1);
+  }
+
+  ended(accountId: string): void {
+    const left = (this.planning.get(accountId) ?? 1) - 1;
+    if (left > 0) this.planning.set(accountId, left);
+    else this.planning.delete(accountId);
+  }
+}
+
+/** The planning time each account has taken in one routing batch (one per batch), over the process's SlowAccounts. */
 export class PlanningBudget {
   private readonly spentMs = new Map<string, number>();
+  private readonly deferred = new Set<string>();
 
   constructor(
     private readonly clock: Clock,
     private readonly budgetMs: number,
+    private readonly slowAccounts: SlowAccounts,
   ) {}
 
-  /** False once the account has taken its budget in this batch: its next messages wait for a later run. */
-  allows(accountId: string): boolean {
-    return this.budgetMs <= 0 || (this.spentMs.get(accountId) ?? 0) < this.budgetMs;
+  /** Null when this batch may plan a message of the account now; else why it waits for a later run. */
+  deferral(accountId: string): Deferral | null {
+    if (this.budgetMs <= 0) return null;
+    let why: Deferral | null = null;
+    if ((this.spentMs.get(accountId) ?? 0) >= this.budgetMs) why = 'budget';
+    else if (this.slowAccounts.held(accountId)) why = 'slow-account-busy';
+    if (why) this.deferred.add(accountId);
+    return why;
   }
 
-  /** Runs `plan`, counting the time it takes against the account. */
+  /** Runs `plan`, counting the time it takes against the account; an account past its budget is slow from then on. */
   async measure<T>(accountId: string, plan: () => Promise<T>): Promise<T> {
     const started = this.clock.now().getTime();
+    this.slowAccounts.started(accountId);
     try {
       return await plan();
     } finally {
-      const took = Math.max(0, this.clock.now().getTime() - started);
-      this.spentMs.set(accountId, (this.spentMs.get(accountId) ?? 0) + took);
+      this.slowAccounts.ended(accountId);
+      const spent = (this.spentMs.get(accountId) ?? 0) + Math.max(0, this.clock.now().getTime() - started);
+      this.spentMs.set(accountId, spent);
+      if (this.budgetMs > 0 && spent >= this.budgetMs) this.slowAccounts.markSlow(accountId);
     }
+  }
+
+  /** At the batch's end: an account that planned all its messages here within budget is not slow (any more). */
+  settle(): void {
+    for (const [accountId, spent] of this.spentMs) if (spent < this.budgetMs && !this.deferred.has(accountId)) this.slowAccounts.markFast(accountId);
   }
 }
