@@ -135,7 +135,7 @@ describe.each(STORAGE_KINDS)('tenant fairness of routing (%s)', (kind) => {
     // A's first render takes its budget; the next ones of A do not end until B's mail is out.
     renders.hold();
     await work(renders, async () => {
-      await eventually(() => smtp.messages.some((m) => m.envelope.to[0] === 'b0@example.com'), 20_000, "tenant B's mail while A's renders are held");
+      await eventually(() => smtp.messages.some((m) => m.envelope.to[0] === 'b0@example.com'), 10_000, "tenant B's mail while A's renders are held");
       expect(renders.held).toBeGreaterThanOrEqual(1);
       // A's first mail at most: the rest of A's backlog waits behind B.
       expect(smtp.messages.filter((m) => m.envelope.to[0].startsWith('a')).length).toBeLessThanOrEqual(1);
