@@ -7,7 +7,7 @@ import type { WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEventsTable }
  * reading `row[column]` with the name changing at every step is a megamorphic keyed load, about
  * ten times the cost of the named reads below (about 2.5 of 0.3 µs per 16-column row on the bench
  * host), paid for every webhook event, delivery and attempt row inserted on SQLite. The writers
- * must read the columns in the listed order: test/webhooks/row-layouts.test.ts checks that.
+ * must read the columns in the listed order: test/unit/webhook-row-layouts.test.ts checks that.
  */
 export interface RowLayout<Row> {
   columns: readonly (keyof Row & string)[];
