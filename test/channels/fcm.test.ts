@@ -124,6 +124,36 @@ describe.each(STORAGE_KINDS)('FCM HTTP v1 provider against a local FCM peer (%s)
     expect(peer.sends).toHaveLength(3);
   });
 
+  it('carries options.apn to iOS through FCM: expiry counted from the send, priority, collapse id, aps keys with the alert', async () => {
+    const sentAt = clock.now().getTime();
+    const apn = { expiry: 600, priority: 5, collapseId: 'order-42', badge: 3, sound: 'ping.caf', threadId: 'orders', contentAvailable: true };
+    const attempt = (firstAttempt: boolean) => provider.send(scope, fcm('ios-token'), { title: 'Shipped', message: 'On its way', apn, dedupeKey: 'tracking-1', lifetimeStart: { atMs: sentAt, firstAttempt } });
+
+    await attempt(true);
+    clock.advance(4 * 60_000); // a retry four minutes later carries the same absolute expiry
+    await attempt(false);
+    const deadline = String(Math.floor(sentAt / 1000) + 600);
+    const apns = {
+      headers: { 'apns-collapse-id': 'order-42', 'apns-expiration': deadline, 'apns-priority': '5' },
+      // FCM's apns payload replaces the notification's title and body on iOS: the alert travels with it.
+      payload: { aps: { alert: { title: 'Shipped', body: 'On its way' }, badge: 3, sound: 'ping.caf', 'thread-id': 'orders', 'content-available': 1 } },
+    };
+    expect(peer.sends.map((s) => s.body.message.apns)).toEqual([apns, apns]);
+    expect(peer.sends.every((s) => s.status === 200)).toBe(true);
+
+    // Run out: an FCM token may be an Android device's, so the push still goes, with an iOS lifetime of "now or never".
+    clock.advance(6 * 60_000);
+    await attempt(false);
+    expect(peer.sends[2].body.message.apns).toMatchObject({ headers: { 'apns-expiration': '0' } });
+    expect(peer.sends[2].status).toBe(200);
+  });
+
+  it('without options.apn the apns part is only the delivery\'s collapse id, or absent', async () => {
+    await provider.send(scope, fcm('plain-ios'), { title: 't', message: 'm', dedupeKey: 'tracking-2' });
+    await provider.send(scope, fcm('plain-ios'), { title: 't', message: 'm' });
+    expect(peer.sends.map((s) => s.body.message.apns)).toEqual([{ headers: { 'apns-collapse-id': 'tracking-2' } }, undefined]);
+  });
+
   it('ttl 0 (now or never) is sent as "0s" on the first attempt only: a retry is not sent', async () => {
     const lifetimeStart = { atMs: clock.now().getTime(), firstAttempt: true };
     const message = { title: 't', message: 'm', fcm: { android: { ttl: 0 } } };

@@ -126,6 +126,7 @@ export function receivedPayloadBytes(message: Record<string, unknown>): number {
 
 const MESSAGE_FIELDS = new Set(['token', 'notification', 'data', 'android', 'apns', 'webpush', 'fcm_options', 'name', 'topic', 'condition']);
 const ANDROID_FIELDS = new Set(['collapse_key', 'priority', 'ttl', 'restricted_package_name', 'data', 'notification', 'fcm_options', 'direct_boot_ok']);
+const APNS_FIELDS = new Set(['headers', 'payload', 'fcm_options', 'live_activity_token']);
 const RESERVED_DATA = /^(from|notification|message_type)$|^(google|gcm)/;
 
 /** Checks a messages:send body as FCM does; returns the offending field and why, or undefined. */
@@ -164,6 +165,21 @@ function invalidField(body: unknown): { field: string; description: string } | u
     for (const k of ['collapse_key', 'restricted_package_name']) {
       if (a[k] !== undefined && typeof a[k] !== 'string') return { field: `message.android.${k}`, description: 'Invalid value' };
     }
+  }
+  if (message.apns !== undefined) return invalidApns(message.apns as Record<string, unknown>);
+  return undefined;
+}
+
+/** The apns part: APNs headers as strings (FCM passes them on; APNs refuses a bad expiration or priority), a payload with an aps dictionary. */
+function invalidApns(apns: Record<string, unknown>): { field: string; description: string } | undefined {
+  for (const k of Object.keys(apns)) if (!APNS_FIELDS.has(k)) return { field: `message.apns.${k}`, description: `Unknown name "${k}"` };
+  const headers = (apns.headers ?? {}) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(headers)) if (typeof v !== 'string') return { field: `message.apns.headers[${k}]`, description: 'Invalid value: header values must be strings' };
+  if (headers['apns-expiration'] !== undefined && !/^\d+$/.test(headers['apns-expiration'] as string)) return { field: 'message.apns.headers', description: 'Invalid apns-expiration' };
+  if (headers['apns-priority'] !== undefined && !['1', '5', '10'].includes(headers['apns-priority'] as string)) return { field: 'message.apns.headers', description: 'Invalid apns-priority' };
+  if (apns.payload !== undefined) {
+    const aps = (apns.payload as { aps?: unknown }).aps;
+    if (!aps || typeof aps !== 'object') return { field: 'message.apns.payload', description: 'Invalid APNs payload: aps dictionary missing' };
   }
   return undefined;
 }

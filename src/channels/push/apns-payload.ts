@@ -29,10 +29,7 @@ export function buildApnsRequest(message: MobilePushMessage, topic: string, nowM
     if (message.message) alert.body = message.message;
     aps.alert = alert;
   }
-  if (o.badge !== undefined) aps.badge = o.badge;
-  if (o.sound !== undefined && o.sound !== '') aps.sound = o.sound;
-  if (o.threadId) aps['thread-id'] = o.threadId;
-  if (o.contentAvailable) aps['content-available'] = 1;
+  Object.assign(aps, apsOptions(o));
   // Custom keys sit beside aps; "aps" itself is Apple's and cannot be overridden.
   const custom = Object.entries(message.customData ?? {})
     .filter(([key]) => key !== 'aps')
@@ -43,14 +40,33 @@ export function buildApnsRequest(message: MobilePushMessage, topic: string, nowM
     'apns-push-type': background ? 'background' : 'alert',
     'apns-priority': String(background ? 5 : o.priority === 5 || o.priority === 1 ? o.priority : 10),
   };
-  // expiry counts from the send, so every attempt carries the same absolute time; 0 means "deliver now or never".
-  if (o.expiry !== undefined && Number.isFinite(o.expiry)) {
-    const lifetime = pushLifetime(o.expiry, message.lifetimeStart, nowMs, 'options.apn.expiry');
-    headers['apns-expiration'] = lifetime.kind === 'now-or-never' ? '0' : String(Math.floor(lifetime.deadlineMs / 1000));
-  }
+  const expiration = apnsExpiration(message, nowMs);
+  if (expiration !== undefined) headers['apns-expiration'] = expiration;
   const collapseId = o.collapseId || message.dedupeKey;
   if (collapseId) headers['apns-collapse-id'] = collapseId;
   return { headers, payload: fittedPayload(aps, Object.fromEntries(custom)) };
+}
+
+/** The aps keys options.apn sets besides the alert: badge, sound, thread-id, content-available. */
+export function apsOptions(o: NonNullable<MobilePushMessage['apn']>): Record<string, unknown> {
+  const aps: Record<string, unknown> = {};
+  if (o.badge !== undefined) aps.badge = o.badge;
+  if (o.sound !== undefined && o.sound !== '') aps.sound = o.sound;
+  if (o.threadId) aps['thread-id'] = o.threadId;
+  if (o.contentAvailable) aps['content-available'] = 1;
+  return aps;
+}
+
+/**
+ * The apns-expiration header of options.apn.expiry, or undefined without one. The expiry counts
+ * from the send, so every attempt carries the same absolute time; 0 means "deliver now or
+ * never". Throws PUSH_EXPIRED when it has run out before this attempt (`nowMs`).
+ */
+export function apnsExpiration(message: MobilePushMessage, nowMs: number): string | undefined {
+  const expiry = message.apn?.expiry;
+  if (expiry === undefined || !Number.isFinite(expiry)) return undefined;
+  const lifetime = pushLifetime(expiry, message.lifetimeStart, nowMs, 'options.apn.expiry');
+  return lifetime.kind === 'now-or-never' ? '0' : String(Math.floor(lifetime.deadlineMs / 1000));
 }
 
 /**

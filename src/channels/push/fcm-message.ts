@@ -1,5 +1,6 @@
 import { DeliveryError } from '../types.js';
 import type { HttpAnswer } from './fcm-http.js';
+import { apnsExpiration, apsOptions } from './apns-payload.js';
 import { fittedTitleAndBody } from './fit-text.js';
 import { pushLifetime } from './push-lifetime.js';
 import type { MobilePushMessage } from './types.js';
@@ -18,7 +19,7 @@ export interface FcmV1Message {
   notification: { title: string; body: string };
   data?: Record<string, string>;
   android?: { collapse_key?: string; priority?: 'HIGH' | 'NORMAL'; ttl?: string; restricted_package_name?: string; notification?: { tag: string } };
-  apns?: { headers: Record<string, string> };
+  apns?: { headers: Record<string, string>; payload?: { aps: Record<string, unknown> } };
 }
 
 /** FCM durations are seconds with up to nine fractional digits and an "s" suffix. */
@@ -54,12 +55,47 @@ export function buildFcmRequest(token: string, message: MobilePushMessage, nowMs
   }
   if (a.restrictedPackageName !== undefined) android.restricted_package_name = a.restrictedPackageName;
   // A push sent twice replaces itself in the drawer (Android) or shows once (iOS through FCM).
-  if (message.dedupeKey) {
-    android.notification = { tag: message.dedupeKey };
-    out.apns = { headers: { 'apns-collapse-id': message.dedupeKey } };
-  }
+  if (message.dedupeKey) android.notification = { tag: message.dedupeKey };
   if (Object.keys(android).length > 0) out.android = android;
+  const apns = apnsConfig(message, notification, nowMs);
+  if (apns) out.apns = apns;
   return { message: out };
+}
+
+/**
+ * apns-expiration through FCM. An FCM token may be an Android device's, which options.apn.expiry
+ * does not concern: an expiry run out does not fail the push (as it does a direct APNs one) but
+ * becomes "0", which APNs delivers only if the device is reachable at once and never stores.
+ */
+function iosExpiration(message: MobilePushMessage, nowMs: number): string | undefined {
+  try {
+    return apnsExpiration(message, nowMs);
+  } catch (error) {
+    if (error instanceof DeliveryError && error.code === 'PUSH_EXPIRED') return '0';
+    throw error;
+  }
+}
+
+/**
+ * The apns part, for an iOS app registered with FCM: FCM hands it to APNs. options.apn applies
+ * to every push that reaches APNs, direct or through FCM: without apns-expiration FCM keeps an
+ * iOS push for 30 days (its documented default), so a send's expiry must travel here too. The
+ * collapse id is the send's own, else the delivery's dedupe key. FCM's apns `payload` replaces
+ * the notification's title and body on iOS, so one that carries aps keys carries the alert too.
+ */
+function apnsConfig(message: MobilePushMessage, notification: FcmV1Message['notification'], nowMs: number): FcmV1Message['apns'] | undefined {
+  const o = message.apn ?? {};
+  const headers: Record<string, string> = {};
+  const collapseId = o.collapseId || message.dedupeKey;
+  if (collapseId) headers['apns-collapse-id'] = collapseId;
+  const expiration = iosExpiration(message, nowMs);
+  if (expiration !== undefined) headers['apns-expiration'] = expiration;
+  if (o.priority === 1 || o.priority === 5 || o.priority === 10) headers['apns-priority'] = String(o.priority);
+  const aps = apsOptions(o);
+  if (Object.keys(headers).length === 0 && Object.keys(aps).length === 0) return undefined;
+  const apns: NonNullable<FcmV1Message['apns']> = { headers };
+  if (Object.keys(aps).length > 0) apns.payload = { aps: { alert: { title: notification.title, body: notification.body }, ...aps } };
+  return apns;
 }
 
 /** The parts of a google.rpc.Status error body that classify an FCM failure. */
