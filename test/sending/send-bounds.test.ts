@@ -1,5 +1,6 @@
 // Content that can never be delivered is refused at acceptance, naming the field, before anything is written.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FCM_MAX_PAYLOAD_BYTES, fcmPayloadBytes } from '../../src/channels/push/fcm-message.js';
 import { DEFAULT_LIMITS } from '../../src/rendering/liquid.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { countAcceptedSends } from '../helpers/sends.js';
@@ -33,5 +34,25 @@ describe.each(STORAGE_KINDS)('send content bounds (%s)', (kind) => {
     expect(over.json().error.message).toContain('html');
     expect(await countAcceptedSends(t.deps, { notification_id: 'bounds_at' })).toBe(1);
     expect(await countAcceptedSends(t.deps, { notification_id: 'bounds_over' })).toBe(0);
+  });
+
+  it('refuses push customData no device could receive (over 4,096 bytes with an empty title and message), and takes the largest that fits', async () => {
+    const push = (type: string, blob: string) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/send',
+        headers: t.auth,
+        payload: { type, to: { id: 'bounds-user' }, mobile_push: { title: 'T', message: 'M' }, options: { push: { customData: { blob } } } },
+      });
+    // The largest blob FCM takes beside an empty notification (APNs' {"aps":{}} wrapper is smaller).
+    const empty = fcmPayloadBytes({ notification: { title: '', body: '' }, data: { blob: '' } });
+    const largest = 'b'.repeat(FCM_MAX_PAYLOAD_BYTES - empty);
+    expect((await push('bounds_push_fits', largest)).statusCode).toBe(200);
+    const over = await push('bounds_push_over', `${largest}b`);
+    expect(over.statusCode).toBe(400);
+    expect(over.json().error).toMatchObject({ code: 'VALIDATION_FAILED', message: expect.stringContaining('options.push.customData') });
+    expect(over.json().error.fix).toBeTruthy();
+    expect(await countAcceptedSends(t.deps, { notification_id: 'bounds_push_fits' })).toBe(1);
+    expect(await countAcceptedSends(t.deps, { notification_id: 'bounds_push_over' })).toBe(0);
   });
 });

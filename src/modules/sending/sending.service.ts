@@ -8,6 +8,7 @@ import { type AccountRow, AccountsRepository } from '../accounts/accounts.reposi
 import { currentCycleStart } from '../accounts/billing-cycle.js';
 import { validateInlineAttachments } from '../../channels/email/attachments.js';
 import { validateEmailAddressOptions } from '../../channels/email/recipients.js';
+import { validateCustomData } from '../../channels/push/custom-data.js';
 import type { DomainsService } from '../domains/domains.service.js';
 import type { NumbersService } from '../telephony/numbers.service.js';
 import { parseRecipient } from '../users/users.service.js';
@@ -183,6 +184,7 @@ export class SendingService {
     const runAt = parseSchedule(body.schedule, now);
     validateInlineAttachments(body.options?.email?.attachments ?? []);
     validateEmailAddressOptions(body.options?.email);
+    validateCustomData(body.options?.push?.customData);
     await this.checkSenders(ctx.accountId, body);
 
     const recipient = parseRecipient(send.to);
@@ -292,6 +294,7 @@ export class SendingService {
     const runAt = parseSchedule(body.schedule ?? message.scheduled_for ?? undefined, now) ?? now;
     validateInlineAttachments(body.options?.email?.attachments ?? []);
     validateEmailAddressOptions(body.options?.email);
+    validateCustomData(body.options?.push?.customData);
     await this.checkSenders(ctx.accountId, body);
     const stored = JSON.parse(message.request) as SendBody;
     refuseIdentityChange(message, stored, body);
