@@ -205,7 +205,15 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
 
   it('batches a delivery run as a job of its own (its own transaction) the same way, once per send', async () => {
     const userId = `hal-${randomUUID()}`;
-    const executor = inappExecutor(t.services.inapp, renders);
+    // Whose turn each render asked for at the render threads (the pool takes tenants in turns).
+    const tenants: (string | undefined)[] = [];
+    const recording: Pick<typeof renders, 'render'> = {
+      render: (channel, content, context, options) => {
+        tenants.push(options?.tenant);
+        return renders.render(channel, content, context, options);
+      },
+    };
+    const executor = inappExecutor(t.services.inapp, recording);
     const batching = { key: 'job', windowMs: WINDOW_MS, template: BATCH_COPY };
     const input = (trackingId: string, by: string) =>
       ({
@@ -221,6 +229,8 @@ describe.each(STORAGE_KINDS)('in-app batching (%s)', (kind) => {
     expect(first).toMatchObject({ result: { providerMessageId: 'job-1' }, delivered: true, extra: { inapp_batch_id: 'job-1', inapp_batch_count: 1 } });
     expect(second).toMatchObject({ result: { providerMessageId: 'job-1' }, extra: { inapp_batch_id: 'job-1', inapp_batch_count: 2 } });
     expect(await inbox(userId)).toMatchObject([{ id: 'job-1', title: '2 new comments on Job: A, B', parameters: { _count: 2 } }]);
+    // The batch copy rendered in the account's turn, not in a shared anonymous one.
+    expect(tenants).toEqual([t.account.accountId]);
   });
 
   it("shows the latest send's own copy when the batch copy fails to render, and says why", async () => {

@@ -93,13 +93,16 @@ export function batchPlanOf(content: Record<string, unknown>): InappBatchPlan | 
   return plan && typeof plan === 'object' && typeof plan.key === 'string' && typeof plan.windowMs === 'number' ? plan : undefined;
 }
 
-/** Renders the batch copy's strings with `context` (on a render thread); rejects with TemplateRenderError. */
-export type BatchCopyRenderer = (template: BatchTemplate, context: RenderContext) => Promise<BatchTemplate>;
+/**
+ * Renders the batch copy's strings with `context` (on a render thread), in the turn of `tenant`
+ * (the account) among the renders waiting for a thread; rejects with TemplateRenderError.
+ */
+export type BatchCopyRenderer = (template: BatchTemplate, context: RenderContext, tenant?: string) => Promise<BatchTemplate>;
 
 /** The batch copy rendered on `renders`' threads with BATCH_RENDER_LIMITS. */
 export function batchCopyRenderer(renders: Pick<RenderPool, 'render'>): BatchCopyRenderer {
   // Rendered as `batch` so that an error names the field as the template has it (`batch.title`).
-  return async (template, context) => (await renders.render('INAPP_WEB', { batch: template }, context, { limits: BATCH_RENDER_LIMITS })).batch;
+  return async (template, context, tenant) => (await renders.render('INAPP_WEB', { batch: template }, context, { limits: BATCH_RENDER_LIMITS, tenant })).batch;
 }
 
 /** What a send that joined a batch leaves to render once it is committed (InappService.writeBatchCopy). */

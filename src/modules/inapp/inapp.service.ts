@@ -216,7 +216,8 @@ export class InappService {
    * reason logged. A process stopped before this leaves the batch's previous copy until the next send.
    */
   async writeBatchCopy(scope: InappScope, pending: PendingBatchCopy, render: BatchCopyRenderer): Promise<{ written: boolean; error?: string }> {
-    const { copy, error } = await renderBatchCopy(render, pending.plan, pending.latest, pending);
+    // In the account's turn at the render threads: another tenant's waiting renders do not hold it.
+    const { copy, error } = await renderBatchCopy((template, context) => render(template, context, scope.accountId), pending.plan, pending.latest, pending);
     if (error) this.deps.logger.warn({ batchId: pending.batchId, batchCount: pending.count, error }, "in-app batch copy could not be rendered; the latest send's own copy is shown");
     const written = await this.transaction(async (trx) => {
       const current = await new InappBatchesRepository(trx).lockCurrent(scope, pending.notificationId, pending.plan.key, this.deps.storage.dialect === 'postgres');
