@@ -232,6 +232,31 @@ describe('APNs provider against a local HTTP/2 gateway', () => {
     const unregistered = await failureOf(provider.send(scope, apn(gone), hello));
     expect(unregistered).toMatchObject({ code: 'APNS_UNREGISTERED', options: { retryable: false, recipientInvalid: true, recipient: gone, providerCode: '410 Unregistered' } });
     expect(sandbox.requests.map((r) => r.answer.status)).toEqual([400, 410]);
+    // A token neither gateway knows was asked of both before it was called invalid.
+    expect(production.requests.map((r) => [r.deviceToken, r.answer.status])).toEqual([['not-a-device-token', 400]]);
+  });
+
+  it("a token of the other environment (APNs: BadDeviceToken) is sent through the other gateway, not removed", async () => {
+    // A development build's token filed as production: the production gateway does not know it.
+    const devBuild = deviceToken();
+    production.script(devBuild, { status: 400, reason: 'BadDeviceToken' });
+    const result = await provider.send(scope, apn(devBuild, 'production'), hello);
+    expect(result.accepted).toEqual([devBuild]);
+    expect(result.response).toMatch(/^200 apns-id \S+ \(by the sandbox gateway: the token's environment names the other\)$/);
+    expect(production.requests.filter((r) => r.deviceToken === devBuild).map((r) => r.answer.status)).toEqual([400]);
+    expect(sandbox.requests.filter((r) => r.deviceToken === devBuild).map((r) => r.answer.status)).toEqual([200]);
+    // The same notification, signed by the same provider token, went to both.
+    const [first, second] = [production.requests.at(-1)!, sandbox.requests.at(-1)!];
+    expect(second.rawPayload).toBe(first.rawPayload);
+    expect(second.jwt).toBe(first.jwt);
+
+    // The other gateway failing for a while leaves the token alone: retried, not removed.
+    const unsure = deviceToken();
+    production.script(unsure, { status: 400, reason: 'BadDeviceToken' });
+    sandbox.script(unsure, { status: 503, reason: 'ServiceUnavailable' });
+    const err = await failureOf(provider.send(scope, apn(unsure, 'production'), hello));
+    expect(err.retryable).toBe(true);
+    expect(err.options.recipientInvalid).toBeFalsy();
   });
 
   it('429, 500 and 503 are transient', async () => {

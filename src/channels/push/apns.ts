@@ -87,8 +87,17 @@ export class ApnsProvider implements MobilePushProvider {
       jwt = await this.signedToken(credentials);
       response = await this.post(origin, token.token, { ...request.headers, authorization: `bearer ${jwt}` }, request.payload);
     }
+    let note = '';
+    const other = origin === this.options.productionUrl ? this.options.sandboxUrl : this.options.productionUrl;
+    if (response.status === 400 && reasonOf(response) === 'BadDeviceToken' && other !== origin) {
+      // APNs answers BadDeviceToken to a token of the other environment too ("verify that the token
+      // matches the environment"): a development build's token filed as production, or the reverse.
+      // Removing it would silence a working device, so the other gateway decides.
+      response = await this.post(other, token.token, { ...request.headers, authorization: `bearer ${jwt}` }, request.payload);
+      note = ` (by the ${other === this.options.sandboxUrl ? 'sandbox' : 'production'} gateway: the token's environment names the other)`;
+    }
     if (response.status === 200) {
-      return { providerMessageId: response.apnsId, response: `200 apns-id ${response.apnsId ?? ''}`.trim(), accepted: [token.token] };
+      return { providerMessageId: response.apnsId, response: `${`200 apns-id ${response.apnsId ?? ''}`.trim()}${note}`, accepted: [token.token] };
     }
     throw failure(response, token.token);
   }
