@@ -8,7 +8,9 @@ export type { PeerAuthorization } from './slack-oauth-peer.js';
  * A local Slack Web API: POST /api/<method> with form-urlencoded or JSON bodies, bearer tokens
  * (header, or `token` in the body as Slack also accepts), `{ok: false, error}` answers with
  * HTTP 200 as Slack gives them, and 429 + Retry-After for rate limits. It keeps a small
- * workspace (channels, users, DM conversations) and records every call as received.
+ * workspace (channels, users, DM conversations) and the messages posted (with their metadata),
+ * answers conversations.history / conversations.replies as Slack does (newest first, paged,
+ * metadata only with include_all_metadata), and records every call as received.
  */
 
 export interface PeerChannel {
@@ -40,7 +42,12 @@ export interface SlackCall {
   at: number;
 }
 
-export type PeerFault = { error: string } | { ratelimited: number | null };
+/**
+ * `{ error }`: answered `{ok: false, error}`; `{ ratelimited }`: 429. `{ posted, answer }` (chat.postMessage):
+ * the message is kept (`posted: true`) or not, and the call is answered HTTP 500 or never (`hang`: the
+ * client gives up on its own timeout), the outcomes a sender cannot tell apart.
+ */
+export type PeerFault = { error: string } | { ratelimited: number | null } | { posted: boolean; answer: 'hang' | 500 };
 
 export interface SlackPeerOptions {
   /** Valid tokens; the workspace answers invalid_auth for any other. */
@@ -54,6 +61,8 @@ export interface SlackPeerOptions {
   apps?: { clientId: string; clientSecret: string }[];
   /** The Slack user who approves installs (authed_user.id); default the first user. */
   installer?: string;
+  /** Milliseconds since the epoch, for message ts (a test's injected clock); default Date.now. */
+  now?: () => number;
 }
 
 
@@ -77,6 +86,8 @@ export interface SlackPeer {
   close(): Promise<void>;
 }
 
+type Answer = { status?: number; headers?: Record<string, string>; body: Record<string, unknown>; hang?: boolean };
+
 export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPeer> {
   const tokens = new Set(options.tokens);
   const channels = options.channels ?? [];
@@ -85,6 +96,7 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
   const team = options.team ?? { id: 'T0PEER', name: 'Peer workspace' };
   const calls: SlackCall[] = [];
   const posted: SlackPeer['posted'] = [];
+  const now = options.now ?? Date.now;
   const faults = new Map<string, PeerFault[]>();
   const dms = new Map<string, string>();
   let seq = 0;
@@ -110,14 +122,53 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
   /** An argument as text: form bodies carry strings; a JSON body may carry other values. */
   const argText = (value: unknown): string => (typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value));
 
-  function handle(method: string, args: Record<string, unknown>): { status?: number; headers?: Record<string, string>; body: Record<string, unknown> } {
+  /** A conversation id the bot may read, or the error Slack gives. */
+  const readable = (id: string): string | undefined => {
+    const channel = channels.find((c) => c.id === id);
+    if (channel) return channel.notMember ? 'not_in_channel' : undefined;
+    return [...dms.values()].includes(id) ? undefined : 'channel_not_found';
+  };
+
+  /** A kept message as conversations.history / replies answer it; metadata only with include_all_metadata. */
+  const historyMessage = (m: SlackPeer['posted'][number], withMetadata: boolean) => {
+    const metadata = typeof m.args.metadata === 'string' ? (JSON.parse(m.args.metadata) as unknown) : m.args.metadata;
+    return {
+      type: 'message',
+      subtype: 'bot_message',
+      text: argText(m.args.text),
+      ts: m.ts,
+      bot_id: 'BBOT',
+      app_id: 'APEER',
+      ...(m.args.thread_ts ? { thread_ts: argText(m.args.thread_ts) } : {}),
+      ...(withMetadata && metadata ? { metadata } : {}),
+    };
+  };
+
+  /** Messages within oldest / latest (Slack's `inclusive` applies to both bounds). */
+  const within = (ts: string, args: Record<string, unknown>) => {
+    const inclusive = args.inclusive === true || args.inclusive === 'true' || args.inclusive === '1';
+    const t = Number(ts);
+    const oldest = args.oldest ? Number(argText(args.oldest)) : -Infinity;
+    const latest = args.latest ? Number(argText(args.latest)) : Infinity;
+    return (inclusive ? t >= oldest : t > oldest) && (inclusive ? t <= latest : t < latest);
+  };
+
+  function handle(method: string, args: Record<string, unknown>, token?: string): Answer {
     const fault = faults.get(method)?.shift();
     if (fault) {
       if ('ratelimited' in fault) {
         return { status: 429, headers: fault.ratelimited === null ? {} : { 'retry-after': String(fault.ratelimited) }, body: { ok: false, error: 'ratelimited' } };
       }
+      if ('posted' in fault) {
+        if (fault.posted) answer(method, args, token);
+        return fault.answer === 'hang' ? { hang: true, body: {} } : { status: 500, body: { ok: false, error: 'internal_server_error' } };
+      }
       return { body: { ok: false, error: fault.error } };
     }
+    return answer(method, args, token);
+  }
+
+  function answer(method: string, args: Record<string, unknown>, token?: string): Answer {
     switch (method) {
       case 'auth.test':
         return { body: { ok: true, url: 'https://peer.slack.test/', team: team.name, team_id: team.id, user: 'clarion', user_id: 'UBOT', bot_id: 'BBOT' } };
@@ -138,8 +189,30 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
         const hasBlocks = args.blocks !== undefined && args.blocks !== '';
         if (!args.text && !hasBlocks) return { body: { ok: false, error: 'no_text' } };
         seq += 1;
-        const ts = `${1_700_000_000 + seq}.${String(seq).padStart(6, '0')}`;
+        const ts = `${Math.floor(now() / 1000)}.${String(seq).padStart(6, '0')}`;
+        posted.push({ channel: id, ts, args, token });
+        for (const w of waiters) w();
         return { body: { ok: true, channel: id, ts, message: { type: 'message', text: args.text, ts, bot_id: 'BBOT' } } };
+      }
+      case 'conversations.history': {
+        const id = argText(args.channel);
+        const refused = readable(id);
+        if (refused) return { body: { ok: false, error: refused } };
+        const withMetadata = args.include_all_metadata === true || args.include_all_metadata === 'true' || args.include_all_metadata === '1';
+        // Newest first; thread replies stay in their thread unless broadcast.
+        const inChannel = posted.filter((m) => m.channel === id && (!m.args.thread_ts || argText(m.args.reply_broadcast) === 'true') && within(m.ts, args)).reverse();
+        const { page, next } = paged(inChannel, args);
+        return { body: { ok: true, messages: page.map((m) => historyMessage(m, withMetadata)), has_more: next !== '', pin_count: 0, response_metadata: { next_cursor: next } } };
+      }
+      case 'conversations.replies': {
+        const id = argText(args.channel);
+        const refused = readable(id);
+        if (refused) return { body: { ok: false, error: refused } };
+        const parent = argText(args.ts);
+        const withMetadata = args.include_all_metadata === true || args.include_all_metadata === 'true' || args.include_all_metadata === '1';
+        const thread = posted.filter((m) => m.channel === id && (m.ts === parent || argText(m.args.thread_ts) === parent) && within(m.ts, args));
+        const { page, next } = paged(thread, args);
+        return { body: { ok: true, messages: page.map((m) => historyMessage(m, withMetadata)), has_more: next !== '', response_metadata: { next_cursor: next } } };
       }
       case 'conversations.open': {
         const ids = argText(args.users).split(',').filter(Boolean);
@@ -208,12 +281,10 @@ export async function startSlackPeer(options: SlackPeerOptions): Promise<SlackPe
       calls.push({ method, token, tokenIn: header ? 'header' : bodyToken ? 'body' : undefined, contentType, args: recorded, at: Date.now() });
       if (!token) return send(200, { ok: false, error: 'not_authed' });
       if (!tokens.has(token)) return send(200, { ok: false, error: 'invalid_auth' });
-      const answer = handle(method, recorded);
-      if (method === 'chat.postMessage' && answer.body.ok) {
-        posted.push({ channel: String(answer.body.channel), ts: String(answer.body.ts), args: recorded, token });
-        for (const w of waiters) w();
-      }
-      send(answer.status ?? 200, answer.body, answer.headers);
+      const answered = handle(method, recorded, token);
+      // Never answered: the client gives up; closing the peer ends the connection.
+      if (answered.hang) return;
+      send(answered.status ?? 200, answered.body, answered.headers);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
