@@ -44,6 +44,8 @@ export interface Config extends TelephonySettings {
   apnsCaFile?: string;
   /** Base URL of the Slack Web API (method names are appended), e.g. a local Slack peer in tests. */
   slackApiUrl: string;
+  /** How long a Slack Web API call may take before it is given up (and its delivery retried). */
+  slackTimeoutMs: number;
   /** FCM HTTP v1 API base (CLARION_FCM_BASE_URL); server configuration, so not behind the SSRF guard. */
   fcmBaseUrl: string;
   /** A webhook attempt is a success only with a 2xx within this long (CLARION_WEBHOOK_TIMEOUT_SECONDS). */
@@ -218,6 +220,7 @@ const SPEC = {
   CLARION_APNS_SANDBOX_URL: urlSetting('https://api.sandbox.push.apple.com', (url) => url.origin),
   CLARION_APNS_CA_FILE: optional('a file path', (raw) => raw),
   CLARION_SLACK_API_URL: urlSetting('https://slack.com/api/', (url) => (url.href.endsWith('/') ? url.href : `${url.href}/`)),
+  CLARION_SLACK_TIMEOUT_SECONDS: int(60, 1),
   CLARION_FCM_BASE_URL: urlSetting('https://fcm.googleapis.com', (url) => url.href.replace(/\/+$/, '')),
   CLARION_WEBHOOK_TIMEOUT_SECONDS: int(15, 1),
   CLARION_WEBHOOK_CONCURRENCY: int(64, 1),
@@ -288,6 +291,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apnsSandboxUrl: e.CLARION_APNS_SANDBOX_URL,
     apnsCaFile: absentIfEmpty(e.CLARION_APNS_CA_FILE),
     slackApiUrl: e.CLARION_SLACK_API_URL,
+    slackTimeoutMs: e.CLARION_SLACK_TIMEOUT_SECONDS * 1000,
     fcmBaseUrl: e.CLARION_FCM_BASE_URL,
     webhookTimeoutMs: e.CLARION_WEBHOOK_TIMEOUT_SECONDS * 1000,
     webhookConcurrency: e.CLARION_WEBHOOK_CONCURRENCY,

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SlackClients } from '../../src/channels/slack/client.js';
+import { SlackClients, outcomeUnknown } from '../../src/channels/slack/client.js';
 import { parseSlackDestination } from '../../src/channels/slack/destination.js';
 import { SlackSender } from '../../src/channels/slack/sender.js';
 import { DeliveryError } from '../../src/channels/types.js';
@@ -34,6 +34,7 @@ describe('Slack channel over the Web API (chat.postMessage against a local Slack
         { id: 'U0LIN', name: 'lin.k', display_name: 'Lin' },
       ],
       maxPageSize: 2,
+      now: () => clock.now().getTime(),
     });
   });
   afterAll(() => peer.close());
@@ -276,6 +277,102 @@ describe('Slack channel over the Web API (chat.postMessage against a local Slack
       const offline = new SlackSender(new SlackClients({ apiUrl: url, logger, timeoutMs: 2000 }), clock);
       const err = await failure(offline.post({ token: TOKEN, destination: '#general', content: { text: 'x' } }));
       expect(err).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
+    });
+  });
+
+  describe('a post whose outcome is unknown is looked for before it is posted again', () => {
+    const mark = { trackingId: 'trk-1', deliveryId: 'dlv-1' };
+    const MARKED = { event_type: 'clarion_delivery', event_payload: { tracking_id: 'trk-1', delivery_id: 'dlv-1' } };
+    // A short client timeout: the peer never answers a hung call, so the client's own timeout ends it.
+    const impatient = () => new SlackSender(new SlackClients({ apiUrl: peer.url, logger, timeoutMs: 200 }), clock, 60_000);
+    /** The first attempt: it times out, and its retry is due later by the injected clock. */
+    const timedOut = async (s: SlackSender, destination: string, options: Record<string, unknown> = {}) => {
+      const startedAt = clock.now();
+      const err = await failure(s.post({ token: TOKEN, destination, content: { text: 'deploy done' }, options, mark }));
+      expect(err).toMatchObject({ code: 'NETWORK_ERROR', retryable: true });
+      expect(outcomeUnknown(err.options.providerCode ?? err.code)).toBe(true);
+      clock.advance(90_000);
+      return startedAt;
+    };
+    const retry = (s: SlackSender, destination: string, since: Date, options: Record<string, unknown> = {}) =>
+      s.post({ token: TOKEN, destination, content: { text: 'deploy done' }, options, mark, unknownOutcomeSince: since });
+
+    it('every marked post carries the delivery in its metadata; the sender\'s own metadata is kept instead', async () => {
+      await sender.post({ token: TOKEN, destination: 'C0GENERAL', content: { text: 'a', blocks: [{ type: 'divider' }] }, mark });
+      const own = { event_type: 'order_shipped', event_payload: { order: 'A-1' } };
+      await sender.post({ token: TOKEN, destination: 'C0GENERAL', content: { text: 'b' }, options: { metadata: own }, mark });
+      const [marked, customer] = peer.callsOf('chat.postMessage').map((c) => c.args);
+      expect(JSON.parse(String(marked.metadata))).toEqual(MARKED);
+      expect(marked.text).toBe('a');
+      expect(marked.blocks).toBe(JSON.stringify([{ type: 'divider' }]));
+      expect(JSON.parse(String(customer.metadata))).toEqual(own);
+    });
+
+    it('a timed-out post that Slack did post is found and not posted again', async () => {
+      const s = impatient();
+      peer.fail('chat.postMessage', { posted: true, answer: 'hang' });
+      const since = await timedOut(s, 'C0GENERAL');
+      const result = await retry(s, 'C0GENERAL', since);
+      expect(peer.posted).toHaveLength(1);
+      expect(peer.callsOf('chat.postMessage')).toHaveLength(1);
+      expect(result).toMatchObject({ channel: 'C0GENERAL', ts: peer.posted[0].ts, recheck: { found: true } });
+      const [lookup] = peer.callsOf('conversations.history');
+      expect(lookup.args).toMatchObject({ channel: 'C0GENERAL', include_all_metadata: 'true', inclusive: 'true', oldest: ((since.getTime() - 5 * 60_000) / 1000).toFixed(6) });
+    });
+
+    it('a timed-out post that Slack did not post is posted on retry', async () => {
+      const s = impatient();
+      peer.fail('chat.postMessage', { posted: false, answer: 'hang' });
+      const since = await timedOut(s, 'C0GENERAL');
+      const result = await retry(s, 'C0GENERAL', since);
+      expect(result.recheck).toEqual({ found: false });
+      expect(peer.callsOf('chat.postMessage')).toHaveLength(2);
+      expect(peer.posted).toHaveLength(1);
+      expect(JSON.parse(String(peer.posted[0].args.metadata))).toEqual(MARKED);
+    });
+
+    it('looks past other messages, over several pages, and only before posting again', async () => {
+      peer.fail('chat.postMessage', { posted: true, answer: 500 });
+      const since = clock.now();
+      expect(await failure(sender.post({ token: TOKEN, destination: 'C0GENERAL', content: { text: 'x' }, mark }))).toMatchObject({ code: 'HTTP_ERROR', retryable: true });
+      for (const text of ['later 1', 'later 2', 'later 3', 'later 4']) await sender.post({ token: TOKEN, destination: 'C0GENERAL', content: { text }, mark: { trackingId: text, deliveryId: text } });
+      const result = await retry(sender, 'C0GENERAL', since);
+      expect(result).toMatchObject({ ts: peer.posted[0].ts, recheck: { found: true } });
+      // The peer pages by 2, newest first: the first attempt's message is on the third page.
+      expect(peer.callsOf('conversations.history')).toHaveLength(3);
+      expect(peer.posted).toHaveLength(5);
+    });
+
+    it('a #name destination is looked for by its channel id; a thread reply in its thread (conversations.replies)', async () => {
+      peer.fail('chat.postMessage', { posted: true, answer: 500 });
+      const since = clock.now();
+      await failure(sender.post({ token: TOKEN, destination: '#secret', content: { text: 'x' }, mark }));
+      expect(await retry(sender, '#secret', since)).toMatchObject({ channel: 'G0SECRET', recheck: { found: true } });
+      expect(peer.callsOf('conversations.history')[0].args.channel).toBe('G0SECRET');
+
+      peer.reset();
+      const parent = await sender.post({ token: TOKEN, destination: 'C0GENERAL', content: { text: 'parent' } });
+      peer.fail('chat.postMessage', { posted: true, answer: 500 });
+      await failure(sender.post({ token: TOKEN, destination: 'C0GENERAL', content: { text: 'reply' }, options: { thread_ts: parent.ts }, mark }));
+      const found = await retry(sender, 'C0GENERAL', since, { thread_ts: parent.ts });
+      expect(found).toMatchObject({ ts: peer.posted[1].ts, recheck: { found: true } });
+      expect(peer.callsOf('conversations.replies')[0].args).toMatchObject({ channel: 'C0GENERAL', ts: parent.ts });
+      expect(peer.posted).toHaveLength(2);
+    });
+
+    it('a lookup Slack refuses (missing_scope without the history scopes) falls back to posting again', async () => {
+      peer.fail('chat.postMessage', { posted: true, answer: 500 });
+      peer.fail('conversations.history', { error: 'missing_scope' });
+      const since = clock.now();
+      await failure(sender.post({ token: TOKEN, destination: 'C0GENERAL', content: { text: 'x' }, mark }));
+      const result = await retry(sender, 'C0GENERAL', since);
+      expect(result.recheck).toMatchObject({ found: false, failed: { code: 'missing_scope' } });
+      expect(peer.posted).toHaveLength(2);
+    });
+
+    it('codes that posted nothing are not outcome-unknown', () => {
+      for (const code of ['channel_not_found', '429', 'not_in_channel', 'invalid_auth', null]) expect(outcomeUnknown(code)).toBe(false);
+      for (const code of ['NETWORK_ERROR', '500', '503', '408', 'internal_error', 'service_unavailable', 'SLACK_BAD_RESPONSE']) expect(outcomeUnknown(code)).toBe(true);
     });
   });
 });

@@ -35,6 +35,14 @@ describe.each(STORAGE_KINDS)('send: Slack end to end through POST /send (%s)', (
     await peer?.close();
   });
   beforeEach(() => peer.reset());
+  const slackDeliveryId = async (trackingId: string) =>
+    (await sql<{ id: string }>`select id from deliveries where tracking_id = ${trackingId} and routing = 'SEND'`.execute(t.deps.db)).rows[0].id;
+  const attemptsOf = async (trackingId: string) =>
+    (
+      await sql<{ outcome: string; provider_code: string | null; detail: string | null }>`
+      select a.outcome, a.provider_code, a.detail from delivery_attempts a join deliveries d on d.id = a.delivery_id
+      where d.tracking_id = ${trackingId} order by a.attempt`.execute(t.deps.db)
+    ).rows;
 
   it("delivers inline Slack content with the user's token; every option reaches chat.postMessage; the log tells sent and delivered", async () => {
     const blocks = [{ type: 'section', text: { type: 'mrkdwn', text: 'Hello *{{ name }}*' } }];
@@ -101,7 +109,10 @@ describe.each(STORAGE_KINDS)('send: Slack end to end through POST /send (%s)', (
     const [post] = await peer.waitForPosts(1);
     expect(post.token).toBe(AUTHED_USER_TOKEN);
     expect(peer.callsOf('conversations.open').map((c) => [c.token, c.args])).toEqual([[AUTHED_USER_TOKEN, { users: 'U0GRACE' }]]);
-    expect(post.args).toEqual({ channel: 'D0GRACEX', text: 'ping', reply_broadcast: 'false', parse: 'none', link_names: 'false', mrkdwn: 'true', unfurl_links: 'true', unfurl_media: 'true' });
+    const { metadata, ...args } = post.args;
+    expect(args).toEqual({ channel: 'D0GRACEX', text: 'ping', reply_broadcast: 'false', parse: 'none', link_names: 'false', mrkdwn: 'true', unfurl_links: 'true', unfurl_media: 'true' });
+    // Without the sender's own metadata, the message carries the delivery's (what a retry looks for).
+    expect(JSON.parse(String(metadata))).toEqual({ event_type: 'clarion_delivery', event_payload: { tracking_id: trackingId, delivery_id: await slackDeliveryId(trackingId) } });
     const record = await settled(trackingId, 'slack_delivered_at');
     expect(JSON.parse(record.slack_delivered_internal).channel).toBe('D0GRACEX');
   });
@@ -167,5 +178,54 @@ describe.each(STORAGE_KINDS)('send: Slack end to end through POST /send (%s)', (
       { outcome: 'retry', provider_code: '429' },
       { outcome: 'success', provider_code: null },
     ]);
+  });
+
+  describe('a post whose outcome is unknown (HTTP 500 after Slack kept, or did not keep, the message)', () => {
+    const to = (id: string) => ({ id, slackChannel: 'C0GENERAL', slackToken: { ok: true, access_token: WORKSPACE_TOKEN } });
+
+    it('is not posted again when Slack posted it: the retry finds it in conversations.history by its metadata', async () => {
+      peer.fail('chat.postMessage', { posted: true, answer: 500 });
+      const { trackingId } = (await send({ type: 'alerts', to: to('ada-500'), slack: { text: 'once only' } })).json();
+      const record = await settled(trackingId, 'slack_delivered_at');
+      expect(peer.posted).toHaveLength(1);
+      expect(peer.callsOf('chat.postMessage')).toHaveLength(1);
+      const [lookup] = peer.callsOf('conversations.history');
+      expect(lookup.args).toMatchObject({ channel: 'C0GENERAL', include_all_metadata: 'true', inclusive: 'true' });
+      expect(JSON.parse(record.slack_delivered_internal)).toEqual({ channel: 'C0GENERAL', ts: peer.posted[0].ts });
+      const attempts = await attemptsOf(trackingId);
+      expect(attempts.map((a) => [a.outcome, a.provider_code])).toEqual([
+        ['retry', '500'],
+        ['success', null],
+      ]);
+      expect(attempts[1].detail).toContain('not posted again');
+    });
+
+    it('is posted on retry when Slack did not post it', async () => {
+      peer.fail('chat.postMessage', { posted: false, answer: 500 });
+      const { trackingId } = (await send({ type: 'alerts', to: to('ada-lost-500'), slack: { text: 'second try' } })).json();
+      await settled(trackingId, 'slack_delivered_at');
+      expect(peer.callsOf('conversations.history')).toHaveLength(1);
+      expect(peer.callsOf('chat.postMessage')).toHaveLength(2);
+      expect(peer.posted).toHaveLength(1);
+    });
+
+    it('is posted again when the conversation cannot be read (missing_scope): the message may then show twice', async () => {
+      peer.fail('chat.postMessage', { posted: true, answer: 500 });
+      peer.fail('conversations.history', { error: 'missing_scope' });
+      const { trackingId } = (await send({ type: 'alerts', to: to('ada-no-scope'), slack: { text: 'twice' } })).json();
+      await settled(trackingId, 'slack_delivered_at');
+      expect(peer.callsOf('conversations.history')).toHaveLength(1);
+      expect(peer.posted).toHaveLength(2);
+      const attempts = await attemptsOf(trackingId);
+      expect(attempts[1].detail).toContain('missing_scope');
+    });
+
+    it('a refusal (ratelimited) leaves nothing to look for', async () => {
+      peer.fail('chat.postMessage', { ratelimited: 0 });
+      const { trackingId } = (await send({ type: 'alerts', to: to('ada-refused'), slack: { text: 'refused first' } })).json();
+      await settled(trackingId, 'slack_delivered_at');
+      expect(peer.callsOf('conversations.history')).toHaveLength(0);
+      expect(peer.posted).toHaveLength(1);
+    });
   });
 });

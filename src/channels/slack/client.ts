@@ -71,15 +71,33 @@ export class SlackClients {
   }
 }
 
-/** Slack's answers that a later attempt may not get (their own server trouble). */
 /**
- * How long a Web API call may take by default. Long, because a chat.postMessage given up on is
- * not unposted: at 15 s, an answer that came at 17 s was dropped and the message posted again (an
- * audit). A slow call holds no routing slot (the delivery is handed over after the first-attempt budget).
+ * How long a Web API call may take by default (CLARION_SLACK_TIMEOUT_SECONDS). Long, because a
+ * chat.postMessage given up on is not unposted: its retry first looks for the message
+ * (posted-lookup.ts), which needs the history scopes; without them it posts again. A slow call
+ * holds no routing slot (the delivery is handed over after the first-attempt budget).
  */
-const REQUEST_TIMEOUT_MS = 60_000;
+export const REQUEST_TIMEOUT_MS = 60_000;
 
+/** Slack's answers that a later attempt may not get (their own server trouble). */
 const TRANSIENT_SLACK_ERRORS = new Set(['internal_error', 'fatal_error', 'service_unavailable', 'request_timeout', 'ratelimited', 'rate_limited']);
+
+/** Slack's own errors after which the message may have been posted all the same. */
+const MAYBE_POSTED_SLACK_ERRORS = new Set(['internal_error', 'fatal_error', 'service_unavailable', 'request_timeout']);
+
+/**
+ * Whether a failed attempt, by the code it was recorded with (providerCode, else code, of the
+ * DeliveryError toDeliveryError made), may have posted its message: no answer (a timeout, a lost
+ * connection), a 5xx or 408, Slack's own trouble, or ok without a ts. A refusal (channel_not_found,
+ * a rate limit, ...) posted nothing. A failure before chat.postMessage (conversations.open timing
+ * out) counts too: the lookup it causes is one read.
+ */
+export function outcomeUnknown(recordedCode: string | null): boolean {
+  if (!recordedCode) return false;
+  if (recordedCode === 'NETWORK_ERROR' || recordedCode === 'SLACK_REQUEST_FAILED' || recordedCode === 'SLACK_BAD_RESPONSE') return true;
+  if (/^(5\d\d|408)$/.test(recordedCode)) return true;
+  return MAYBE_POSTED_SLACK_ERRORS.has(recordedCode);
+}
 
 /**
  * Maps what the WebClient threw to a DeliveryError. Slack's own error strings (channel_not_found,

@@ -41,8 +41,27 @@ export function iconArgs(icon: string | undefined): { icon_emoji?: string; icon_
   return {};
 }
 
-/** Arguments of chat.postMessage for one destination channel (id, `#name`, or a DM channel id). */
-export function postMessageArgs(channel: string, content: SlackContent, options: SlackPostOptions = {}): Record<string, unknown> {
+/** Which delivery a posted message is: carried in its metadata, so a retry can find it in the conversation. */
+export interface SlackDeliveryMark {
+  trackingId: string;
+  /** The delivery's id, the same on every attempt. */
+  deliveryId: string;
+}
+
+/** The metadata `event_type` of the messages Clarion posts (Slack: alphanumeric, human readable). */
+export const DELIVERY_EVENT_TYPE = 'clarion_delivery';
+
+/** Slack message metadata naming the delivery; invisible to people, returned by conversations.history. */
+export function deliveryMetadata(mark: SlackDeliveryMark): { event_type: string; event_payload: Record<string, string> } {
+  return { event_type: DELIVERY_EVENT_TYPE, event_payload: { tracking_id: mark.trackingId, delivery_id: mark.deliveryId } };
+}
+
+/**
+ * Arguments of chat.postMessage for one destination channel (id, `#name`, or a DM channel id).
+ * `mark` becomes the message's metadata, unless the send brings its own (a message carries one
+ * metadata object, and the sender's is kept as given).
+ */
+export function postMessageArgs(channel: string, content: SlackContent, options: SlackPostOptions = {}, mark?: SlackDeliveryMark): Record<string, unknown> {
   const text = typeof content.text === 'string' ? content.text : '';
   const blocks = Array.isArray(content.blocks) && content.blocks.length > 0 ? content.blocks : undefined;
   if (!text.trim() && !blocks) throw new DeliveryError('no_text', 'the Slack message has neither text nor blocks', { retryable: false });
@@ -59,7 +78,7 @@ export function postMessageArgs(channel: string, content: SlackContent, options:
     mrkdwn: options.mrkdwn ?? SLACK_DEFAULTS.mrkdwn,
     unfurl_links: options.unfurl_links ?? SLACK_DEFAULTS.unfurl_links,
     unfurl_media: options.unfurl_media ?? SLACK_DEFAULTS.unfurl_media,
-    ...(options.metadata ? { metadata: options.metadata } : {}),
+    ...(options.metadata ? { metadata: options.metadata } : mark ? { metadata: deliveryMetadata(mark) } : {}),
   };
   return args;
 }

@@ -5,7 +5,8 @@ import { DeliveryError } from '../types.js';
 import type { SlackClients } from './client.js';
 import { toDeliveryError } from './client.js';
 import { type SlackDestination, type SlackMember, memberMatch, parseSlackDestination } from './destination.js';
-import { type SlackContent, type SlackPostOptions, postMessageArgs } from './message.js';
+import { type SlackContent, type SlackDeliveryMark, type SlackPostOptions, postMessageArgs } from './message.js';
+import { DEFAULT_LOOKUP_LIMITS, type LookupLimits, findPosted } from './posted-lookup.js';
 
 export interface SlackPostInput {
   token: string;
@@ -13,6 +14,13 @@ export interface SlackPostInput {
   destination: string;
   content: SlackContent;
   options?: SlackPostOptions;
+  /** The delivery this post is, put in the message's metadata (unless `options.metadata` is given). */
+  mark?: SlackDeliveryMark;
+  /**
+   * When an earlier attempt of this delivery whose outcome is unknown started: the conversation is
+   * read for the marked message first, and a message found is the result instead of a new post.
+   */
+  unknownOutcomeSince?: Date;
 }
 
 export interface SlackPostResult {
@@ -21,6 +29,8 @@ export interface SlackPostResult {
   ts: string;
   /** How the destination was reached, for the log. */
   resolvedVia: SlackDestination['kind'];
+  /** What the look for an earlier attempt's message gave, when one was made. */
+  recheck?: { found: true } | { found: false; failed?: DeliveryError };
 }
 
 /** users.list pages read at most when looking up an @handle (200 members each). */
@@ -40,6 +50,7 @@ export class SlackSender {
     private readonly clients: SlackClients,
     private readonly clock: Clock,
     private readonly cacheTtlMs = 10 * 60_000,
+    private readonly lookupLimits: LookupLimits = DEFAULT_LOOKUP_LIMITS,
   ) {}
 
   async post(input: SlackPostInput): Promise<SlackPostResult> {
@@ -58,7 +69,30 @@ export class SlackSender {
   }
 
   private async postTo(client: WebClient, channel: string, input: SlackPostInput, destination: SlackDestination): Promise<SlackPostResult> {
-    const args = postMessageArgs(channel, input.content, input.options);
+    const recheck = await this.recheck(client, channel, input);
+    if (recheck?.posted) return { ...recheck.posted, resolvedVia: destination.kind, recheck: { found: true } };
+    const posted = await this.postMessage(client, channel, input, destination);
+    return recheck ? { ...posted, recheck: { found: false, ...(recheck.failed ? { failed: recheck.failed } : {}) } } : posted;
+  }
+
+  /**
+   * Looks for the message of an attempt whose outcome is unknown. The look failing (the token
+   * lacks the history scopes, the app is not in the channel, Slack unreachable) is no reason to
+   * withhold the message: the caller posts, as it did before the look existed.
+   */
+  private async recheck(client: WebClient, channel: string, input: SlackPostInput): Promise<{ posted?: { channel: string; ts: string }; failed?: DeliveryError } | undefined> {
+    // The sender's own metadata replaces the mark: nothing to look for.
+    if (!input.unknownOutcomeSince || !input.mark || input.options?.metadata) return undefined;
+    try {
+      const posted = await findPosted(client, { channel, mark: input.mark, since: input.unknownOutcomeSince, ...(input.options?.thread_ts ? { threadTs: input.options.thread_ts } : {}) }, this.lookupLimits);
+      return posted ? { posted } : {};
+    } catch (err) {
+      return { failed: err instanceof DeliveryError ? err : new DeliveryError('SLACK_REQUEST_FAILED', String(err), { retryable: true }) };
+    }
+  }
+
+  private async postMessage(client: WebClient, channel: string, input: SlackPostInput, destination: SlackDestination): Promise<SlackPostResult> {
+    const args = postMessageArgs(channel, input.content, input.options, input.mark);
     let res: { channel?: string; ts?: string };
     try {
       res = await client.chat.postMessage(args as unknown as ChatPostMessageArguments);

@@ -220,6 +220,17 @@ export class MessagesRepository {
     return rows;
   }
 
+  /** A delivery's attempts that ended in a retry (when each started and its code), in order. */
+  retriedAttempts(deliveryId: string): Promise<Pick<AttemptRow, 'started_at' | 'provider_code'>[]> {
+    return this.db
+      .selectFrom('delivery_attempts')
+      .select(['started_at', 'provider_code'])
+      .where('delivery_id', '=', deliveryId)
+      .where('outcome', '=', 'retry')
+      .orderBy('attempt')
+      .execute();
+  }
+
   /** Worker-side read of a batch: the jobs carry the ids they were created with. */
   messagesForWork(trackingIds: string[]): Promise<MessageRow[]> {
     if (trackingIds.length === 0) return Promise.resolve([]);
