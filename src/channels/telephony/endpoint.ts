@@ -41,5 +41,5 @@ export function telephonyEndpoint(deps: { config: Config; secrets: Pick<Secrets,
 
 export function telephonyClient(deps: { config: Config; secrets: Pick<Secrets, 'jwtKey'> }): TwilioClient | null {
   const endpoint = telephonyEndpoint(deps);
-  return endpoint ? new TwilioClient(endpoint) : null;
+  return endpoint ? new TwilioClient(endpoint, { timeoutMs: deps.config.twilioRequestTimeoutMs }) : null;
 }

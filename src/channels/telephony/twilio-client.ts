@@ -20,6 +20,11 @@ export interface TwilioMessage {
   price?: string | null;
   price_unit?: string | null;
   error_code?: number | null;
+  body?: string | null;
+  /** e.g. outbound-api for what the REST API created, inbound for a text a user sent. */
+  direction?: string;
+  /** RFC 2822, e.g. "Mon, 13 Aug 2018 23:08:35 +0000". */
+  date_created?: string | null;
 }
 
 /** The fields of Twilio's Call resource that Clarion reads. */
@@ -31,6 +36,16 @@ export interface TwilioCall {
   duration?: string | null;
   price?: string | null;
   price_unit?: string | null;
+  direction?: string;
+  /** RFC 2822, e.g. "Mon, 13 Aug 2018 23:08:35 +0000". */
+  date_created?: string | null;
+}
+
+/** Which Messages or Calls to list: those from one number to another, newest first, one page. */
+export interface ListQuery {
+  to: string;
+  from: string;
+  pageSize: number;
 }
 
 /** The fields of Twilio's IncomingPhoneNumber resource that Clarion reads. */
@@ -85,14 +100,15 @@ type Form = [string, string][];
  * (an audit saw two Message resources for one send). A slow call holds no routing slot (the
  * delivery is handed over after FIRST_ATTEMPT_BUDGET_MS), and HANDOVER_DELAY_MS is longer still.
  */
-const REQUEST_TIMEOUT_MS = 60_000;
+export const REQUEST_TIMEOUT_MS = 60_000;
 
 /**
  * A client of the Twilio REST API (2010-04-01): form-encoded bodies, Basic AccountSid:AuthToken,
  * JSON answers. Failures are DeliveryErrors (retryable for 429, 5xx and network errors).
  *
- * Twilio's Messages and Calls endpoints take no idempotency key, so a retry after a timeout may
- * send twice; the engine retries only on errors where the request most likely did not land.
+ * Twilio's Messages and Calls endpoints take no idempotency key, so a retry after a timeout, a
+ * lost connection or a 5xx may send twice: before such a retry the SMS and call executors look
+ * for what the lost attempt created (listMessages / listCalls; see unconfirmed-sends.ts).
  */
 export class TwilioClient {
   constructor(
@@ -126,6 +142,22 @@ export class TwilioClient {
       for (const event of req.statusCallbackEvents ?? []) form.push(['StatusCallbackEvent', event]);
     }
     return this.call<TwilioCall>('POST', 'Calls.json', form);
+  }
+
+  /**
+   * The account's Messages from `from` to `to` (GET Messages.json?To=&From=&PageSize=), the first
+   * page. No DateSent filter: it filters on the date Twilio sent the message, which one still
+   * queued at Twilio does not have yet, and that is just the message a retry must find.
+   */
+  async listMessages(query: ListQuery): Promise<TwilioMessage[]> {
+    const page = await this.call<{ messages?: TwilioMessage[] }>('GET', `Messages.json?${listParams(query)}`);
+    return page.messages ?? [];
+  }
+
+  /** The account's Calls from `from` to `to` (GET Calls.json?To=&From=&PageSize=); no StartTime filter, for the same reason. */
+  async listCalls(query: ListQuery): Promise<TwilioCall[]> {
+    const page = await this.call<{ calls?: TwilioCall[] }>('GET', `Calls.json?${listParams(query)}`);
+    return page.calls ?? [];
   }
 
   fetchMessage(sid: string): Promise<TwilioMessage> {
@@ -199,6 +231,10 @@ export class TwilioClient {
     }
     return json as T;
   }
+}
+
+function listParams(query: ListQuery): string {
+  return new URLSearchParams({ To: query.to, From: query.from, PageSize: String(query.pageSize) }).toString();
 }
 
 function causeOf(err: unknown): string {

@@ -382,7 +382,8 @@ export class DeliveryRuns {
     const attempt = delivery.attempts + 1;
     const started = this.deps.clock.now();
     try {
-      const outcome = await deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}') as Record<string, unknown>, body: JSON.parse(message.request) as SendBody });
+      const earlierAttempts = () => (delivery.attempts === 0 ? Promise.resolve([]) : new MessagesRepository(this.deps.db).attemptsOfDelivery(delivery.id));
+      const outcome = await deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}') as Record<string, unknown>, body: JSON.parse(message.request) as SendBody, earlierAttempts });
       const at = this.deps.clock.now();
       const row = attemptRow(this.deps.ids.uuid(), delivery.id, attempt, started, at, 'success', null, outcome.result.response ?? null);
       const success = { delivered: outcome.delivered, at: at.toISOString(), providerMessageId: outcome.result.providerMessageId ?? null, extra: outcome.extra ?? null };

@@ -231,6 +231,11 @@ export class MessagesRepository {
       .execute();
   }
 
+  /** One delivery's attempts, by number (a retry's look at the attempts before it). */
+  attemptsOfDelivery(deliveryId: string): Promise<AttemptRow[]> {
+    return this.db.selectFrom('delivery_attempts').selectAll().where('delivery_id', '=', deliveryId).orderBy('attempt').execute();
+  }
+
   /** Worker-side read of a batch: the jobs carry the ids they were created with. */
   messagesForWork(trackingIds: string[]): Promise<MessageRow[]> {
     if (trackingIds.length === 0) return Promise.resolve([]);

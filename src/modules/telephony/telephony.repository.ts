@@ -254,6 +254,13 @@ export class TelephonyRepository {
     return q.execute();
   }
 
+  /** Of these provider ids of one channel (Twilio sids), those a delivery recorded already. */
+  async recordedProviderIds(channel: 'sms' | 'call', sids: string[]): Promise<Set<string>> {
+    if (sids.length === 0) return new Set();
+    const rows = await this.db.selectFrom('deliveries').select('provider_message_id').where('channel', '=', channel).where('provider_message_id', 'in', sids).execute();
+    return new Set(rows.map((r) => r.provider_message_id!));
+  }
+
   // --- local development carrier -------------------------------------------------------------
 
   async insertCarrierMessage(row: DevCarrierRow): Promise<void> {
@@ -266,6 +273,17 @@ export class TelephonyRepository {
 
   async updateCarrierMessage(sid: string, patch: Partial<DevCarrierRow>): Promise<void> {
     await this.db.updateTable('dev_carrier_messages').set(patch).where('sid', '=', sid).execute();
+  }
+
+  /**
+   * The carrier's messages or calls from one number to another, newest first, as its
+   * REST list (Messages.json / Calls.json with To and From) reads them: account-wide, like Twilio's.
+   */
+  listCarrierResources(kind: 'sms' | 'call', options: { to?: string; from?: string; limit: number }): Promise<DevCarrierRow[]> {
+    let q = this.db.selectFrom('dev_carrier_messages').selectAll().where('kind', '=', kind);
+    if (options.to) q = q.where('to_number', '=', options.to);
+    if (options.from) q = q.where('from_number', '=', options.from);
+    return q.orderBy('created_at', 'desc').orderBy('sid', 'desc').limit(options.limit).execute();
   }
 
   /**

@@ -4,21 +4,25 @@ import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
 import type { NumbersService } from '../../telephony/numbers.service.js';
 import type { UsersService } from '../../users/users.service.js';
+import type { TelephonyRepository } from '../../telephony/telephony.repository.js';
 import { type ManagedExecutor, str } from './types.js';
+import { EARLIER_NOTE, earlierCreation } from './unconfirmed-twilio.js';
 
 /** Events Clarion asks the carrier to report; `completed` (and busy, no-answer, ...) always come. */
 export const CALL_STATUS_EVENTS = ['initiated', 'ringing', 'answered', 'completed'];
 
 /** Automated calls that speak the text (TwiML <Say>), over the Twilio REST protocol. */
-export function callExecutor(deps: Deps, services: { numbers: NumbersService; users: UsersService }): ManagedExecutor | null {
+export function callExecutor(deps: Deps, services: { numbers: NumbersService; users: UsersService; repositories: { telephony: TelephonyRepository } }): ManagedExecutor | null {
   const client = telephonyClient(deps);
   if (!client) return null;
   const { numbers, users } = services;
+  const repo = services.repositories.telephony;
 
   return {
     fromInline: (body) => (body.call ? { text: body.call.message } : null),
     preview: (c) => str(c.text) ?? str(c.message) ?? '',
-    async deliver({ message, content }) {
+    async deliver(input) {
+      const { message, content } = input;
       const to = message.user_number ?? (await users.get(message.account_id, message.env_id, message.user_id))?.number;
       if (!to) throw new DeliveryError('NO_NUMBER', 'the user has no phone number', { retryable: false });
       const text = str(content.text) ?? str(content.message) ?? '';
@@ -31,14 +35,15 @@ export function callExecutor(deps: Deps, services: { numbers: NumbersService; us
       }
       const from = await numbers.defaultNumber(message.account_id);
       if (!from) throw new DeliveryError('NO_SENDER_NUMBER', 'the account owns no number and CLARION_DEFAULT_SMS_FROM is not set', { retryable: false });
-      const call = await client.createCall({
+      const earlier = await earlierCreation(deps, client, repo, input, { kind: 'call', to, from });
+      const call = earlier ?? await client.createCall({
         to,
         from,
         twiml,
         statusCallback: `${publicBase(deps.config)}${CALLBACK_PATHS.callStatus}`,
         statusCallbackEvents: CALL_STATUS_EVENTS,
       });
-      return { result: { providerMessageId: call.sid, response: `${call.status} ${call.sid}` }, extra: { call_sent_from: from } };
+      return { result: { providerMessageId: call.sid, response: `${call.status} ${call.sid}${earlier ? EARLIER_NOTE : ''}` }, extra: { call_sent_from: from } };
     },
   };
 }

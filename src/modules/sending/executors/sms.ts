@@ -6,6 +6,7 @@ import type { NumbersService } from '../../telephony/numbers.service.js';
 import type { TelephonyRepository } from '../../telephony/telephony.repository.js';
 import type { UsersService } from '../../users/users.service.js';
 import { type ManagedExecutor, str } from './types.js';
+import { EARLIER_NOTE, earlierCreation } from './unconfirmed-twilio.js';
 
 /**
  * SMS and MMS over the Twilio REST protocol (Twilio, or the built-in development carrier when no
@@ -32,7 +33,8 @@ export function smsExecutor(
       };
     },
     preview: (c) => str(c.text) ?? str(c.message) ?? '',
-    async deliver({ delivery, message, content, body }) {
+    async deliver(input) {
+      const { delivery, message, content, body } = input;
       const to = message.user_number ?? (await users.get(message.account_id, message.env_id, message.user_id))?.number;
       if (!to) throw new DeliveryError('NO_NUMBER', 'the user has no phone number', { retryable: false });
       const text = str(content.text) ?? str(content.message) ?? '';
@@ -47,9 +49,10 @@ export function smsExecutor(
       if (!from) {
         throw new DeliveryError('NO_SENDER_NUMBER', 'the account owns no number and CLARION_DEFAULT_SMS_FROM is not set', { retryable: false });
       }
-      let sent;
+      const earlier = await earlierCreation(deps, client, repo, input, { kind: 'sms', to, from, body: text });
+      let sent = earlier;
       try {
-        sent = await client.sendMessage({
+        sent ??= await client.sendMessage({
           to,
           from,
           body: text,
@@ -83,7 +86,7 @@ export function smsExecutor(
       });
       const { encoding, segments } = smsEncoding(text);
       return {
-        result: { providerMessageId: sent.sid, response: `${sent.status} ${sent.sid}` },
+        result: { providerMessageId: sent.sid, response: `${sent.status} ${sent.sid}${earlier ? EARLIER_NOTE : ''}` },
         extra: {
           sms_sent_from: from,
           sms_sent_encoding: encoding,

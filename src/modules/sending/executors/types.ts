@@ -4,7 +4,7 @@ import type { CoreTables } from '../../../storage/schema.js';
 import type { NotificationType } from '../../types/types.service.js';
 import type { SendChannel } from '../channels.js';
 import type { SendBody } from '../sending.schemas.js';
-import type { DeliveryRow, MessageRow } from '../sending.tables.js';
+import type { AttemptRow, DeliveryRow, MessageRow } from '../sending.tables.js';
 
 /** What a channel needs to deliver one rendered content to one user. */
 export interface DeliverInput {
@@ -13,6 +13,12 @@ export interface DeliverInput {
   /** Rendered content as stored on the delivery (the same on every retry). */
   content: Record<string, unknown>;
   body: SendBody;
+  /**
+   * This delivery's earlier attempts, by number (read when asked: only a retry has any). A
+   * provider without idempotency keys (Twilio) reads them to learn whether an earlier attempt
+   * may have been made without its answer reaching us.
+   */
+  earlierAttempts?: () => Promise<AttemptRow[]>;
 }
 
 export interface DeliverOutcome {
