@@ -172,6 +172,8 @@ export const PERMISSIONS: Readonly<Record<string, Permission>> = {
   'POST /telephony/twilio/inbound': 'public',
   'POST /dev-carrier/2010-04-01/Accounts/:accountSid/Messages.json': 'public',
   'POST /dev-carrier/2010-04-01/Accounts/:accountSid/Calls.json': 'public',
+  'GET /dev-carrier/2010-04-01/Accounts/:accountSid/Messages.json': 'public',
+  'GET /dev-carrier/2010-04-01/Accounts/:accountSid/Calls.json': 'public',
   'GET /dev-carrier/2010-04-01/Accounts/:accountSid/Messages/:resource': 'public',
   'GET /dev-carrier/2010-04-01/Accounts/:accountSid/Calls/:resource': 'public',
   'GET /dev-carrier/messages': 'environment',

@@ -28,6 +28,13 @@ export interface PeerFailure {
   headers?: Record<string, string>;
 }
 
+/**
+ * How the peer loses the answer to a create: answers a failure (a 5xx, say), never answers
+ * (`hang`: the client's timeout ends it), or closes the connection without an answer (`drop`).
+ * The Message or Call is made first, as at Twilio when its answer is lost, unless `created` is false.
+ */
+export type LostAnswer = ({ after: 'hang' } | { after: 'drop' } | { after: 'fail'; failure: PeerFailure }) & { created?: false };
+
 export interface TwilioPeer {
   url: string;
   accountSid: string;
@@ -41,6 +48,10 @@ export interface TwilioPeer {
   stock: AvailableNumber[];
   /** The next POSTs to Messages/Calls answer these, in order (then success again). */
   failNext(...failures: PeerFailure[]): void;
+  /** The next POSTs to Messages/Calls (after those failNext fails) create their resource and then lose the answer so, in order (then answer again). */
+  createThenLoseNext(...answers: LostAnswer[]): void;
+  /** The next GETs of the Messages/Calls lists answer these, in order (then the page again). */
+  failListNext(...failures: PeerFailure[]): void;
   /** Waits until `n` Messages/Calls POSTs were accepted. */
   waitForCreated(n: number, timeoutMs?: number): Promise<PeerRequest[]>;
   close(): Promise<void>;
@@ -67,6 +78,8 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
   const ownedNumbers = new Set<string>();
   const stock: AvailableNumber[] = [];
   const failures: PeerFailure[] = [];
+  const lostAnswers: LostAnswer[] = [];
+  const listFailures: PeerFailure[] = [];
   const created: PeerRequest[] = [];
   const waiters: (() => void)[] = [];
 
@@ -91,6 +104,11 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
         res.writeHead(status, { 'content-type': 'application/json', ...headers });
         res.end(JSON.stringify(body));
       };
+      const loseAnswer = (lost: LostAnswer) => {
+        if (lost.after === 'drop') req.socket.destroy();
+        else if (lost.after === 'fail') send(lost.failure.status, lost.failure.body ?? {}, lost.failure.headers);
+        // hang: no answer at all; close() ends the connection.
+      };
       const error = (status: number, code: number, message: string) => send(status, { code, message, more_info: `https://www.twilio.com/docs/errors/${code}`, status });
       if (!entry.authorized) return error(401, 20003, 'Authenticate');
       if (search && search[1] === accountSid && req.method === 'GET') {
@@ -110,6 +128,11 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
         res.writeHead(204);
         return res.end();
       }
+      if (req.method === 'GET' && !sid && (resource === 'Messages' || resource === 'Calls')) {
+        const failure = listFailures.shift();
+        if (failure) return send(failure.status, failure.body ?? {}, failure.headers);
+        return send(200, listPage(url, resource));
+      }
       if (req.method === 'GET' && sid) {
         const found = resources.get(sid);
         return found ? send(200, found) : error(404, 20404, `The requested resource ${sid} was not found`);
@@ -117,17 +140,21 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
       if (req.method !== 'POST' || sid) return error(405, 20004, 'Method not allowed');
       const failure = failures.shift();
       if (failure) return send(failure.status, failure.body ?? {}, failure.headers);
+      const lost = lostAnswers.shift();
+      if (lost?.created === false) return loseAnswer(lost);
       const p = entry.params;
       const isMessage = resource === 'Messages';
       const newSid = `${isMessage ? 'SM' : 'CA'}${randomBytes(16).toString('hex')}`;
       const media = ([] as string[]).concat(p.MediaUrl ?? []);
+      // Queued: not sent (date_sent) nor started (start_time) yet, as Twilio answers a create.
+      const common = { sid: newSid, account_sid: accountSid, status: 'queued', to: p.To, from: p.From, direction: 'outbound-api', date_created: rfc2822(new Date()), price: null, price_unit: 'USD' };
       const body: Record<string, unknown> = isMessage
-        ? { sid: newSid, account_sid: accountSid, status: 'queued', to: p.To, from: p.From, body: p.Body ?? '', num_media: String(media.length), num_segments: '1', price: null, price_unit: 'USD', error_code: null }
-        : { sid: newSid, account_sid: accountSid, status: 'queued', to: p.To, from: p.From, duration: null, price: null, price_unit: 'USD' };
+        ? { ...common, body: p.Body ?? '', num_media: String(media.length), num_segments: '1', error_code: null, date_sent: null }
+        : { ...common, duration: null, start_time: null };
       resources.set(newSid, body);
       created.push(entry);
       for (const w of waiters.splice(0)) w();
-      return send(201, body);
+      return lost ? loseAnswer(lost) : send(201, body);
     });
   });
   /**
@@ -149,6 +176,33 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
     return { available_phone_numbers: numbers.slice(0, size), uri: url.pathname + url.search, end: Math.min(size, numbers.length) - 1, page: 0, page_size: size, start: 0 };
   }
 
+  /**
+   * A page of the Messages or Calls list as Twilio answers one, newest first: filtered by To,
+   * From and the date filters (`DateSent`, `DateSent>`, `DateSent<` on date_sent for messages,
+   * `StartTime...` on start_time for calls, each a YYYY-MM-DD in GMT, inclusive: a resource
+   * without that date is left out), PageSize long (default 50).
+   */
+  function listPage(url: URL, resource: 'Messages' | 'Calls'): Record<string, unknown> {
+    const q = url.searchParams;
+    const size = Number(q.get('PageSize') ?? 50);
+    const dateField = resource === 'Messages' ? 'date_sent' : 'start_time';
+    const dateParam = resource === 'Messages' ? 'DateSent' : 'StartTime';
+    const day = (r: Record<string, unknown>) => (typeof r[dateField] === 'string' ? new Date(r[dateField] as string).toISOString().slice(0, 10) : undefined);
+    const inRange = (r: Record<string, unknown>) => {
+      const d = day(r);
+      const [on, after, before] = [q.get(dateParam), q.get(`${dateParam}>`), q.get(`${dateParam}<`)];
+      if (!on && !after && !before) return true;
+      return d !== undefined && (!on || d === on) && (!after || d >= after) && (!before || d <= before);
+    };
+    const prefix = resource === 'Messages' ? 'SM' : 'CA';
+    const listed = [...resources.values()]
+      .filter((r) => String(r.sid).startsWith(prefix) && (!q.get('To') || r.to === q.get('To')) && (!q.get('From') || r.from === q.get('From')) && inRange(r))
+      .reverse()
+      .slice(0, size);
+    const uri = url.pathname + url.search;
+    return { [resource.toLowerCase()]: listed, uri, first_page_uri: uri, next_page_uri: null, previous_page_uri: null, page: 0, page_size: size, start: 0, end: Math.max(0, listed.length - 1) };
+  }
+
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
 
@@ -161,6 +215,8 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
     ownedNumbers,
     stock,
     failNext: (...f) => failures.push(...f),
+    createThenLoseNext: (...a) => lostAnswers.push(...a),
+    failListNext: (...f) => listFailures.push(...f),
     async waitForCreated(n, timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;
       while (created.length < n) {
@@ -178,6 +234,11 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
         server.close(() => resolve());
       }),
   };
+}
+
+/** A date as Twilio writes it in resources (RFC 2822, GMT as +0000). */
+function rfc2822(at: Date): string {
+  return at.toUTCString().replace('GMT', '+0000');
 }
 
 /** POSTs `form` over real HTTP to a Twilio callback route of Clarion at `url`, signed as Twilio signs it with `authToken` (null: unsigned). */

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { devCarrierCredentials } from '../../src/channels/telephony/endpoint.js';
+import { TwilioClient } from '../../src/channels/telephony/twilio-client.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -36,6 +38,27 @@ describe.each(STORAGE_KINDS)('calls end to end through the local development car
     expect(record.call_delivered_after).toBeGreaterThanOrEqual(record.call_sent_after);
     const calls = (await t.app.inject({ method: 'GET', url: '/dev-carrier/calls', headers: t.auth })).json().calls;
     expect(calls[0]).toMatchObject({ from, to: '+14155550140', status: 'completed', spokenText: 'The server <db-1> is down & needs you', durationSeconds: 4, price: 0.014, trackingId });
+  });
+
+  it('lists calls over its REST API as Twilio does (To, From, StartTime filters, the page\'s calls)', async () => {
+    const from = (await t.app.inject({ method: 'GET', url: '/numbers/list', headers: t.auth })).json().numbers[0].phoneNumber;
+    const to = '+14155550141';
+    const record = await settled(await call({ id: 'listed-callee', number: to }, 'Listed'), 'call_delivered_at');
+    const client = new TwilioClient({ ...devCarrierCredentials(t.deps.secrets), baseUrl: `${t.deps.config.publicUrl}/dev-carrier` });
+    const listed = await client.listCalls({ to, from, pageSize: 10 });
+    expect(listed).toHaveLength(1);
+    expect(listed[0]).toMatchObject({ to, from, direction: 'outbound-api', status: 'completed' });
+    expect(record.call_attempts[0].response).toContain(listed[0].sid);
+
+    const { accountSid, authToken } = devCarrierCredentials(t.deps.secrets);
+    const calls = async (query: string) => {
+      const res = await t.app.inject({ method: 'GET', url: `/dev-carrier/2010-04-01/Accounts/${accountSid}/Calls.json?${query}`, headers: { authorization: `Basic ${Buffer.from(`${accountSid}:${authToken}`).toString('base64')}` } });
+      expect(res.statusCode, res.body).toBe(200);
+      return res.json<{ calls: { sid: string }[] }>().calls.map((c) => c.sid);
+    };
+    const day = new Date(Date.parse(listed[0].date_created!)).toISOString().slice(0, 10);
+    expect(await calls(`To=${encodeURIComponent(to)}&StartTime>=${day}`)).toEqual([listed[0].sid]);
+    expect(await calls(`To=${encodeURIComponent(to)}&StartTime<=2001-01-01`)).toEqual([]);
   });
 
   it.each([

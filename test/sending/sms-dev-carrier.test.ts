@@ -1,5 +1,7 @@
 import { Pingram } from 'pingram';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { devCarrierCredentials } from '../../src/channels/telephony/endpoint.js';
+import { TwilioClient } from '../../src/channels/telephony/twilio-client.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
 import { eventually } from '../helpers/wait.js';
@@ -204,6 +206,30 @@ describe.each(STORAGE_KINDS)('SMS end to end through the local development carri
       [from, 'Really great'],
       [from, 'Great'],
     ]);
+  });
+
+  it("lists messages over its REST API as Twilio does (To, From, DateSent filters, the page's messages)", async () => {
+    const to = '+14155550177';
+    const trackingId = await sent({ type: 'otp', to: { id: 'lister', number: to }, sms: { message: 'Listed' } });
+    const { sms_sent_messageId: sid } = await settled(trackingId, 'sms_delivered_at');
+    const client = new TwilioClient({ ...devCarrierCredentials(t.deps.secrets), baseUrl: `${t.deps.config.publicUrl}/dev-carrier` });
+    const listed = await client.listMessages({ to, from, pageSize: 10 });
+    expect(listed).toHaveLength(1);
+    expect(listed[0]).toMatchObject({ sid, to, from, body: 'Listed', direction: 'outbound-api', status: 'delivered' });
+    expect(Date.parse(listed[0].date_created!)).not.toBeNaN();
+    expect(await client.listMessages({ to, from: '+14155550999', pageSize: 10 })).toEqual([]);
+
+    const { accountSid, authToken } = devCarrierCredentials(t.deps.secrets);
+    const page = async (query: string) => {
+      const res = await t.app.inject({ method: 'GET', url: `/dev-carrier/2010-04-01/Accounts/${accountSid}/Messages.json?${query}`, headers: { authorization: `Basic ${Buffer.from(`${accountSid}:${authToken}`).toString('base64')}` } });
+      expect(res.statusCode, res.body).toBe(200);
+      return res.json<{ messages: { sid: string }[]; page_size: number; next_page_uri: null }>();
+    };
+    const today = new Date(Date.parse(listed[0].date_created!)).toISOString().slice(0, 10);
+    // `DateSent>=day` in a URL is the parameter `DateSent>` with the value `day`, as Twilio reads it.
+    expect((await page(`To=${encodeURIComponent(to)}&DateSent>=${today}`)).messages.map((m) => m.sid)).toEqual([sid]);
+    expect((await page(`To=${encodeURIComponent(to)}&DateSent%3C=2001-01-01`)).messages).toEqual([]);
+    expect(await page(`To=${encodeURIComponent(to)}&PageSize=5`)).toMatchObject({ page_size: 5, next_page_uri: null, messages: [{ sid }] });
   });
 
   it('keeps the carrier list per environment and refuses unsigned use of its REST API', async () => {

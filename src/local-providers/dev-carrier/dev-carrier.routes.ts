@@ -67,6 +67,24 @@ function registerRoutes(app: App, carrier: DevCarrier): void {
     return reply.code(out.status).send(out.body);
   });
   for (const [path, kind] of [['Messages', 'sms'], ['Calls', 'call']] as const) {
+    const dateParam = kind === 'sms' ? 'DateSent' : 'StartTime';
+    const day = (description: string) => Type.Optional(Type.String({ maxLength: 10, description }));
+    const listQuery = Type.Object(
+      {
+        To: Type.Optional(Type.String({ maxLength: 32 })),
+        From: Type.Optional(Type.String({ maxLength: 32 })),
+        [dateParam]: day('YYYY-MM-DD (GMT)'),
+        [`${dateParam}>`]: day(`on or after this day (the query reads ${dateParam}>=YYYY-MM-DD)`),
+        [`${dateParam}<`]: day(`on or before this day (${dateParam}<=YYYY-MM-DD)`),
+        PageSize: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$' })),
+      },
+      { additionalProperties: true },
+    );
+    const summary = `List ${kind === 'sms' ? 'messages' : 'calls'}, newest first (one page)`;
+    app.get(`${rest}/${path}.json`, { config: { auth: 'none' }, schema: { ...restSchema(summary, {}, 200), querystring: listQuery } }, async (req, reply) => {
+      const out = carrier.authenticate(req.headers.authorization, req.params.accountSid) ?? (await carrier.restList(kind, req.query as Record<string, string | undefined>, req.url.slice(req.url.indexOf('/2010-04-01'))));
+      return reply.code(out.status).send(out.body);
+    });
     app.get(`${rest}/${path}/:resource`, { config: { auth: 'none' }, schema: restSchema(`Fetch a ${kind === 'sms' ? 'message' : 'call'}`, { resource: Type.String({ description: 'its sid, optionally with .json' }) }, 200) }, async (req, reply) => {
       const sid = req.params.resource.replace(/\.json$/, '');
       const out = carrier.authenticate(req.headers.authorization, req.params.accountSid) ?? (await carrier.fetch(kind, sid));

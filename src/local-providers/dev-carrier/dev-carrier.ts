@@ -9,6 +9,7 @@ import { DEV_CARRIER_SCOPE } from '../../modules/telephony/callbacks.service.js'
 import type { NumbersService } from '../../modules/telephony/numbers.service.js';
 import type { DevCarrierRow, TelephonyRepository } from '../../modules/telephony/telephony.repository.js';
 import { normalizePhoneNumber } from '../../modules/users/users.validation.js';
+import { LIST_MAX_PAGE_SIZE, type ListParams, listFilter, listPage } from './rest-list.js';
 
 /**
  * The local development carrier: the far end of the Twilio REST protocol, built into Clarion
@@ -194,6 +195,15 @@ export class DevCarrier {
     const row = await this.repo.findCarrierMessage(sid);
     if (!row || row.kind !== kind) return twilioError(404, 20404, `The requested resource ${sid} was not found`);
     return { status: 200, body: kind === 'sms' ? this.messageResource(row) : this.callResource(row) };
+  }
+
+  /** The REST list of messages or calls (Messages.json / Calls.json), as rest-list.ts reads its parameters. */
+  async restList(kind: 'sms' | 'call', params: ListParams, uri: string): Promise<CarrierReply> {
+    const filter = listFilter(kind, params);
+    // Read past PageSize: the date filter applies to the resources, after the read.
+    const rows = await this.repo.listCarrierResources(kind, { to: filter.to, from: filter.from, limit: LIST_MAX_PAGE_SIZE });
+    const resources = rows.map((r) => (kind === 'sms' ? this.messageResource(r) : this.callResource(r))).filter(filter.keeps).slice(0, filter.pageSize);
+    return { status: 200, body: listPage(kind, resources, uri, filter.pageSize) };
   }
 
   async list(scope: { accountId: string; envId: string }, kind: 'sms' | 'call', options: { to?: string; limit?: number }): Promise<DevCarrierMessageView[]> {
@@ -406,6 +416,8 @@ export class DevCarrier {
       date_updated: rfc2822(row.updated_at),
       direction: 'outbound-api',
       duration: row.duration === null ? null : String(row.duration),
+      // Dialled as soon as it is created, once it leaves the queue.
+      start_time: row.status === 'queued' ? null : rfc2822(row.created_at),
       from: row.from_number,
       price: row.price,
       price_unit: 'USD',
