@@ -187,7 +187,7 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
     const size = Number(q.get('PageSize') ?? 50);
     const dateField = resource === 'Messages' ? 'date_sent' : 'start_time';
     const dateParam = resource === 'Messages' ? 'DateSent' : 'StartTime';
-    const day = (r: Record<string, unknown>) => (typeof r[dateField] === 'string' ? new Date(r[dateField] as string).toISOString().slice(0, 10) : undefined);
+    const day = (r: Record<string, unknown>) => (typeof r[dateField] === 'string' ? new Date(r[dateField]).toISOString().slice(0, 10) : undefined);
     const inRange = (r: Record<string, unknown>) => {
       const d = day(r);
       const [on, after, before] = [q.get(dateParam), q.get(`${dateParam}>`), q.get(`${dateParam}<`)];

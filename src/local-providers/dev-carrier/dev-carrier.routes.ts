@@ -82,7 +82,7 @@ function registerRoutes(app: App, carrier: DevCarrier): void {
     );
     const summary = `List ${kind === 'sms' ? 'messages' : 'calls'}, newest first (one page)`;
     app.get(`${rest}/${path}.json`, { config: { auth: 'none' }, schema: { ...restSchema(summary, {}, 200), querystring: listQuery } }, async (req, reply) => {
-      const out = carrier.authenticate(req.headers.authorization, req.params.accountSid) ?? (await carrier.restList(kind, req.query as Record<string, string | undefined>, req.url.slice(req.url.indexOf('/2010-04-01'))));
+      const out = carrier.authenticate(req.headers.authorization, req.params.accountSid) ?? (await carrier.restList(kind, req.query, req.url.slice(req.url.indexOf('/2010-04-01'))));
       return reply.code(out.status).send(out.body);
     });
     app.get(`${rest}/${path}/:resource`, { config: { auth: 'none' }, schema: restSchema(`Fetch a ${kind === 'sms' ? 'message' : 'call'}`, { resource: Type.String({ description: 'its sid, optionally with .json' }) }, 200) }, async (req, reply) => {
