@@ -220,17 +220,6 @@ export class MessagesRepository {
     return rows;
   }
 
-  /** A delivery's attempts that ended in a retry (when each started and its code), in order. */
-  retriedAttempts(deliveryId: string): Promise<Pick<AttemptRow, 'started_at' | 'provider_code'>[]> {
-    return this.db
-      .selectFrom('delivery_attempts')
-      .select(['started_at', 'provider_code'])
-      .where('delivery_id', '=', deliveryId)
-      .where('outcome', '=', 'retry')
-      .orderBy('attempt')
-      .execute();
-  }
-
   /** One delivery's attempts, by number (a retry's look at the attempts before it). */
   attemptsOfDelivery(deliveryId: string): Promise<AttemptRow[]> {
     return this.db.selectFrom('delivery_attempts').selectAll().where('delivery_id', '=', deliveryId).orderBy('attempt').execute();

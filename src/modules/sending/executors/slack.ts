@@ -5,17 +5,15 @@ import type { Deps } from '../../../deps.js';
 import type { SlackSettingsService } from '../../slack/slack.service.js';
 import type { UsersService } from '../../users/users.service.js';
 import { userSlackToken } from '../../users/slack-token.js';
-import { MessagesRepository } from '../messages.repository.js';
-import { type ManagedExecutor, str } from './types.js';
+import { type DeliverInput, type ManagedExecutor, str } from './types.js';
 
 export function slackExecutor(deps: Deps, services: { users: UsersService; slackSettings: SlackSettingsService }): ManagedExecutor {
   const { users, slackSettings: settings } = services;
   const sender = new SlackSender(new SlackClients({ apiUrl: deps.config.slackApiUrl, logger: deps.logger, timeoutMs: deps.config.slackTimeoutMs }), deps.clock);
-  const attempts = new MessagesRepository(deps.db);
   /** When the earliest attempt of this delivery that may have posted began (its retry looks before posting). */
-  const unknownOutcomeSince = async (delivery: { id: string; attempts: number }): Promise<Date | undefined> => {
-    if (delivery.attempts === 0) return undefined;
-    const earliest = (await attempts.retriedAttempts(delivery.id)).find((a) => outcomeUnknown(a.provider_code));
+  const unknownOutcomeSince = async ({ delivery, earlierAttempts }: DeliverInput): Promise<Date | undefined> => {
+    if (delivery.attempts === 0 || !earlierAttempts) return undefined;
+    const earliest = (await earlierAttempts()).find((a) => a.outcome === 'retry' && outcomeUnknown(a.provider_code));
     return earliest ? new Date(earliest.started_at) : undefined;
   };
   return {
@@ -25,7 +23,8 @@ export function slackExecutor(deps: Deps, services: { users: UsersService; slack
       return { text, ...(blocks ? { blocks } : {}), ...(username !== undefined ? { username } : {}), ...(icon !== undefined ? { icon } : {}) };
     },
     preview: (c) => str(c.text) ?? '',
-    async deliver({ delivery, message, content, body }) {
+    async deliver(input) {
+      const { delivery, message, content, body } = input;
       // The unmasked token: users.get() shows it masked, as every read does.
       const user = await users.slackDestination(message.account_id, message.env_id, message.user_id);
       if (!user) throw new DeliveryError('USER_DELETED', 'the recipient was deleted before delivery', { retryable: false });
@@ -35,7 +34,7 @@ export function slackExecutor(deps: Deps, services: { users: UsersService; slack
         throw new DeliveryError('NO_SLACK_TOKEN', 'neither the user (slackToken) nor the environment (PUT /settings/slack) has a Slack token', { retryable: false });
       }
       const { text: _t, blocks: _b, username: _u, icon: _i, ...options } = body.slack ?? ({} as NonNullable<typeof body.slack>);
-      const since = await unknownOutcomeSince(delivery);
+      const since = await unknownOutcomeSince(input);
       const posted = await sender.post({
         token,
         destination: user.channel,
