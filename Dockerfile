@@ -34,4 +34,6 @@ EXPOSE 3000 2525
 # compose service turns this check off.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/status').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-CMD ["node", "dist/main.js", "serve"]
+# --max-semi-space-size: the main thread's young generation bounded (src/heap-settings.ts,
+# MAIN_SEMI_SPACE_MB; docs/memory.md). V8 reads it only at start, so it is given here.
+CMD ["node", "--max-semi-space-size=8", "dist/main.js", "serve"]

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { SMTPServer } from 'smtp-server';
 import { RAW_SENDERS, type RawSender } from './email-raw-sender.js';
-import { CLARION_LOG_LEVEL, ROOT, cpuMicros, freePort, median, start, stop } from './lib.js';
+import { CLARION_LOG_LEVEL, ROOT, cpuMicros, freePort, median, start, startFlags, stop } from './lib.js';
 
 /**
  * An SMTP sink that records when each message finished arriving. TCP_NODELAY on its side: its
@@ -126,7 +126,7 @@ export async function clarionDelivery(n: number, root = ROOT, warm = 0): Promise
     // The built worker, as `npm start` runs the server (the broadcast scenario's too): under tsx
     // every closure made on the hot path also gets its name set (esbuild's keepNames), about 1%
     // of the worker's main thread.
-    const child = spawn(process.execPath, [path.join(root, 'dist/main.js'), 'worker'], {
+    const child = spawn(process.execPath, [...startFlags(root), path.join(root, 'dist/main.js'), 'worker'], {
       cwd: root,
       env: { ...process.env, CLARION_INBOUND_SMTP_PORT: 'off', ...env, LOG_LEVEL: CLARION_LOG_LEVEL },
       stdio: 'ignore',

@@ -23,13 +23,25 @@ export const CLARION_LOG_LEVEL = process.env.LOG_LEVEL ?? 'info';
 export const BENCH_RATE_LIMITS = { CLARION_RATE_LIMIT_PER_KEY: '1000000000', CLARION_RATE_LIMIT_PER_IP: '1000000000' };
 
 /**
+ * The node flags `npm start` gives the built server in `root` (its package.json's start script:
+ * `node <flags> dist/main.js serve`), so that the bench runs each checkout's server as its users
+ * start it (since stop 40, the main thread's young generation bound).
+ */
+export function startFlags(root = ROOT): string[] {
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts?: { start?: string } };
+  const words = (pkg.scripts?.start ?? '').split(/\s+/);
+  const entry = words.indexOf('dist/main.js');
+  return words[0] === 'node' && entry > 0 ? words.slice(1, entry) : [];
+}
+
+/**
  * Starts an entry point (TypeScript through tsx, or a built .js) in its own process and resolves once `ready` is printed.
  * `root`: the checkout to run it from (the bench's own by default; a worktree of an older
  * commit for before/after comparisons).
  */
 export function start(entry: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp, root = ROOT): Promise<{ child: ChildProcess; out: string }> {
   // A built entry (dist/*.js) runs as `npm start` runs it, without tsx and its compiler in memory.
-  const loader = entry.endsWith('.js') ? [] : ['--import', 'tsx'];
+  const loader = entry === 'dist/main.js' ? startFlags(root) : entry.endsWith('.js') ? [] : ['--import', 'tsx'];
   const child = spawn(process.execPath, [...loader, path.join(root, entry), ...args], {
     cwd: root,
     // The inbound SMTP server is off: several bench processes (and other checkouts) run at once.
@@ -205,7 +217,7 @@ export async function alternate(targets: Target[], options: { rounds: number; se
  */
 export async function serveClarion(env: NodeJS.ProcessEnv, root = ROOT, nodeArgs: string[] = []): Promise<{ child: ChildProcess; base: string; out: () => string }> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...nodeArgs, path.join(root, 'dist/main.js'), 'serve'], {
+  const child = spawn(process.execPath, [...startFlags(root), ...nodeArgs, path.join(root, 'dist/main.js'), 'serve'], {
     cwd: root,
     env: { ...process.env, LOG_LEVEL: CLARION_LOG_LEVEL, PORT: String(port), CLARION_INBOUND_SMTP_PORT: 'off', ...BENCH_RATE_LIMITS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -27,6 +27,28 @@ export function limitHeapGrowth(execArgv: readonly string[] = process.execArgv):
 }
 
 /**
+ * The main thread's young generation bound, in MB per semi-space, that the ways the server is
+ * started pass on node's command line (`npm start`, the `clarion` bin's shebang, the Dockerfile
+ * and compose.yaml; test/unit/start-flags.test.ts keeps them equal to this). V8 lets a
+ * semi-space grow to 16 MB (a 32 MB young generation), and the main thread's reached that while
+ * the modules load and kept it; V8 reads the flag only when an isolate is created, so the process
+ * cannot set it for its main thread at run time (measured: `v8.setFlagsFromString` changes
+ * nothing there). Costs and figures: docs/memory.md.
+ */
+export const MAIN_SEMI_SPACE_MB = 8;
+
+/**
+ * Clears `--max-semi-space-size` once the main isolate exists, so that it bounds the main thread
+ * only. The flag is process-wide and, while set, overrides the young generation a worker thread
+ * asks for in `resourceLimits` (measured: a worker asking for 8 MB got 32 with
+ * `--max-semi-space-size=16`); V8 reads it at each isolate's creation, so worker threads started
+ * after this call keep their own bounds (the MIME and render threads').
+ */
+export function scopeSemiSpaceFlagToMainThread(): void {
+  v8.setFlagsFromString('--max-semi-space-size=0');
+}
+
+/**
  * How long after the server starts its main heap is collected once (collectStartupGarbage). At
  * start V8 sees the high allocation rate of module loading and keeps the heap it grew; collected
  * right after listen, the heap stayed at 103 MB committed, collected 8 s later it fell to 56 MB

@@ -1,9 +1,9 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=8
 import { parseArgs } from 'node:util';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { buildDeps } from './deps.js';
-import { limitHeapGrowth, scheduleStartupCollection } from './heap-settings.js';
+import { limitHeapGrowth, scheduleStartupCollection, scopeSemiSpaceFlagToMainThread } from './heap-settings.js';
 import { bootstrapIfEmpty, createAccountWithEnvironment } from './modules/accounts/bootstrap.js';
 import { AccountsRepository } from './modules/accounts/accounts.repository.js';
 import { signAccountToken } from './modules/auth/jwt.js';
@@ -93,6 +93,8 @@ function redactUrl(raw: string): string {
 async function main(argv: string[]): Promise<number> {
   // Before migrations and the app's schemas allocate: every later heap limit follows it.
   limitHeapGrowth();
+  // Before any worker thread starts: each keeps the young generation its resourceLimits ask for.
+  scopeSemiSpaceFlagToMainThread();
   const [command, ...rest] = argv;
   if (!command || command === 'help' || command === '--help' || command === '-h') {
     console.log(USAGE);

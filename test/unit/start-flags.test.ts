@@ -1,0 +1,25 @@
+// The ways the server is started give node the main thread's young generation bound, all the same
+// one (MAIN_SEMI_SPACE_MB): V8 reads it only when the main isolate is created, so the process
+// cannot set it for itself (src/heap-settings.ts, docs/memory.md).
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { MAIN_SEMI_SPACE_MB } from '../../src/heap-settings.js';
+import { ROOT } from '../helpers/process.js';
+
+const read = (file: string) => fs.readFileSync(path.join(ROOT, file), 'utf8');
+const flag = `--max-semi-space-size=${MAIN_SEMI_SPACE_MB}`;
+
+describe("the server's start commands", () => {
+  it('npm start, the clarion bin, the Dockerfile and compose.yaml pass the same semi-space bound', () => {
+    const pkg = JSON.parse(read('package.json')) as { scripts: Record<string, string>; bin: Record<string, string> };
+    expect(pkg.scripts.start).toBe(`node ${flag} dist/main.js serve`);
+    // The bin is dist/main.js, run through its shebang (tsc keeps src/main.ts's first line).
+    expect(pkg.bin.clarion).toBe('dist/main.js');
+    expect(read('src/main.ts').split('\n')[0]).toBe(`#!/usr/bin/env -S node ${flag}`);
+    expect(read('Dockerfile')).toMatch(new RegExp(`^CMD \\["node", "${flag}", "dist/main.js", "serve"\\]$`, 'm'));
+    const commands = read('compose.yaml').match(/^\s+command: .*$/gm) ?? [];
+    expect(commands.length).toBe(2);
+    for (const command of commands) expect(command).toContain(`["node", "${flag}", "dist/main.js",`);
+  });
+});
