@@ -1,6 +1,6 @@
 // The ways the server is started give node the main thread's young generation bound, all the same
 // one (MAIN_SEMI_SPACE_MB): V8 reads it only when the main isolate is created, so the process
-// cannot set it for itself (src/heap-settings.ts, docs/memory.md).
+// cannot set it for itself (src/heap-settings.ts, docs/memory.md). Likewise glibc's arena cap in the image.
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -21,5 +21,10 @@ describe("the server's start commands", () => {
     const commands = read('compose.yaml').match(/^\s+command: .*$/gm) ?? [];
     expect(commands.length).toBe(2);
     for (const command of commands) expect(command).toContain(`["node", "${flag}", "dist/main.js",`);
+  });
+
+  it("the image's environment caps glibc's malloc arenas, which the process cannot do for itself", () => {
+    const runtime = read('Dockerfile').split(/^FROM /m).at(-1) ?? '';
+    expect(runtime).toMatch(/^ENV [^\n]*(?:\\\n[^\n]*)*\bMALLOC_ARENA_MAX=2\b/m);
   });
 });
