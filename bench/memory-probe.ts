@@ -55,12 +55,24 @@ function smapsByKind() {
 }
 
 if (out) {
+  // Collections of this isolate since it started: young (scavenges), full (mark-compact), and
+  // the time they took on this thread (what a smaller young generation costs shows here).
+  const gc = { young: 0, full: 0, ms: 0 };
+  const { PerformanceObserver, constants } = require('node:perf_hooks');
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = entry.detail?.kind;
+      if (kind === constants.NODE_PERFORMANCE_GC_MINOR) gc.young++;
+      else if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) gc.full++;
+      gc.ms += entry.duration;
+    }
+  }).observe({ entryTypes: ['gc'] });
   let peakKb = 0;
   const sample = () => {
     const name = role();
     const spaces = {};
     for (const s of v8.getHeapSpaceStatistics()) if (s.physical_space_size > 0) spaces[s.space_name] = s.physical_space_size / MB;
-    const record = { t: Date.now(), role: name, heapMb: v8.getHeapStatistics().total_physical_size / MB, spaces };
+    const record = { t: Date.now(), role: name, heapMb: v8.getHeapStatistics().total_physical_size / MB, spaces, gc };
     if (isMainThread) {
       const status = fs.readFileSync('/proc/self/status', 'utf8');
       const rssKb = Number(/VmRSS:\\s+(\\d+)/.exec(status)[1]);
@@ -92,6 +104,7 @@ interface ProbeSample {
   spaces: Record<string, number>;
   rssMb?: number;
   fileMb?: number;
+  gc?: { young: number; full: number; ms: number };
 }
 
 /** What bench/memory-probe.cjs recorded, at the main thread's sample of highest resident memory. */
@@ -115,6 +128,14 @@ export function memoryAtPeak(out: string): string[] {
     })
     .sort();
   const lines = [`at the peak (${mb(peak.rssMb ?? 0)} MB resident, ${mb(peak.fileMb ?? 0)} file-backed), V8 heaps: ${isolates.join('; ')}`];
+  const collections = threads
+    .map((samples) => {
+      const last = samples[samples.length - 1];
+      return last.gc ? `${last.role ?? 'thread'} ${last.gc.young} young, ${last.gc.full} full, ${fmt(last.gc.ms / 1000, 1)} s` : '';
+    })
+    .filter(Boolean)
+    .sort();
+  if (collections.length) lines.push(`collections over the process's life (each thread's last sample): ${collections.join('; ')}`);
   const smapsFile = `${out}.smaps.json`;
   if (fs.existsSync(smapsFile)) {
     const { kb } = JSON.parse(fs.readFileSync(smapsFile, 'utf8')) as { kb: Record<string, number> };
