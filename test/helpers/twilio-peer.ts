@@ -1,4 +1,5 @@
 import { twilioSignature } from '../../src/channels/telephony/signature.js';
+import { listFilter, listPage as twilioListPage } from '../../src/local-providers/dev-carrier/rest-list.js';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -177,30 +178,18 @@ export async function startTwilioPeer(options: { accountSid?: string; authToken?
   }
 
   /**
-   * A page of the Messages or Calls list as Twilio answers one, newest first: filtered by To,
-   * From and the date filters (`DateSent`, `DateSent>`, `DateSent<` on date_sent for messages,
-   * `StartTime...` on start_time for calls, each a YYYY-MM-DD in GMT, inclusive: a resource
-   * without that date is left out), PageSize long (default 50).
+   * A page of the Messages or Calls list as Twilio answers one, newest first, with the filters and
+   * page document of the development carrier's lists (src/local-providers/dev-carrier/rest-list.ts).
    */
   function listPage(url: URL, resource: 'Messages' | 'Calls'): Record<string, unknown> {
-    const q = url.searchParams;
-    const size = Number(q.get('PageSize') ?? 50);
-    const dateField = resource === 'Messages' ? 'date_sent' : 'start_time';
-    const dateParam = resource === 'Messages' ? 'DateSent' : 'StartTime';
-    const day = (r: Record<string, unknown>) => (typeof r[dateField] === 'string' ? new Date(r[dateField]).toISOString().slice(0, 10) : undefined);
-    const inRange = (r: Record<string, unknown>) => {
-      const d = day(r);
-      const [on, after, before] = [q.get(dateParam), q.get(`${dateParam}>`), q.get(`${dateParam}<`)];
-      if (!on && !after && !before) return true;
-      return d !== undefined && (!on || d === on) && (!after || d >= after) && (!before || d <= before);
-    };
+    const kind = resource === 'Messages' ? 'sms' : 'call';
+    const filter = listFilter(kind, Object.fromEntries(url.searchParams));
     const prefix = resource === 'Messages' ? 'SM' : 'CA';
     const listed = [...resources.values()]
-      .filter((r) => String(r.sid).startsWith(prefix) && (!q.get('To') || r.to === q.get('To')) && (!q.get('From') || r.from === q.get('From')) && inRange(r))
+      .filter((r) => String(r.sid).startsWith(prefix) && (!filter.to || r.to === filter.to) && (!filter.from || r.from === filter.from) && filter.keeps(r))
       .reverse()
-      .slice(0, size);
-    const uri = url.pathname + url.search;
-    return { [resource.toLowerCase()]: listed, uri, first_page_uri: uri, next_page_uri: null, previous_page_uri: null, page: 0, page_size: size, start: 0, end: Math.max(0, listed.length - 1) };
+      .slice(0, filter.pageSize);
+    return twilioListPage(kind, listed, url.pathname + url.search, filter.pageSize);
   }
 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -110,6 +110,9 @@ interface Call {
  * in flight or not yet committed at the kill: at most the batches being run.
  */
 export class DeliveryRuns {
+  /** Reads of deliveries, messages and attempts outside a transaction (the calls' own reads). */
+  private readonly messages: MessagesRepository;
+
   constructor(
     private readonly deps: Deps,
     private readonly executors: Executors,
@@ -117,7 +120,9 @@ export class DeliveryRuns {
     private readonly timing: DeliveryTiming,
     /** Where a first attempt's retry (or its hand-over) is enqueued. */
     private readonly queue: Pick<Queue, 'enqueueMany' | 'reschedule' | 'cancel'> = deps.queue,
-  ) {}
+  ) {
+    this.messages = new MessagesRepository(deps.db);
+  }
 
   /** How long a routing job waits for the first attempts it hands here (0: as long as they take). */
   get firstAttemptBudgetMs(): number {
@@ -354,7 +359,7 @@ export class DeliveryRuns {
    * are one batch under way for stop(), from the moment the calls start.
    */
   private async callProviders(items: DeliveryJob[], then: (calls: Call[]) => Promise<unknown[]>): Promise<unknown[] | null> {
-    const repo = new MessagesRepository(this.deps.db);
+    const repo = this.messages;
     const deliveries = new Map((await repo.findDeliveries(items.map((i) => i.data.deliveryId))).map((d) => [d.id, d]));
     const pending = [...deliveries.values()].filter((d) => d.status === 'pending');
     if (pending.length === 0) return null;
@@ -382,7 +387,7 @@ export class DeliveryRuns {
     const attempt = delivery.attempts + 1;
     const started = this.deps.clock.now();
     try {
-      const earlierAttempts = () => (delivery.attempts === 0 ? Promise.resolve([]) : new MessagesRepository(this.deps.db).attemptsOfDelivery(delivery.id));
+      const earlierAttempts = () => (delivery.attempts === 0 ? Promise.resolve([]) : this.messages.attemptsOfDelivery(delivery.id));
       const outcome = await deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}') as Record<string, unknown>, body: JSON.parse(message.request) as SendBody, earlierAttempts });
       const at = this.deps.clock.now();
       const row = attemptRow(this.deps.ids.uuid(), delivery.id, attempt, started, at, 'success', null, outcome.result.response ?? null);
