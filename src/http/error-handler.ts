@@ -109,6 +109,13 @@ export function installErrorHandling(app: App): void {
     closing = true;
     done();
   });
+  // A request under way when the close began ends its connection with its answer: Node's
+  // server.close() closes only the keep-alive connections idle at that moment, and one that goes
+  // idle later would hold app.close() for the keep-alive timeout (72 s) while its client keeps it.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (closing) void reply.header('connection', 'close');
+    done(null, payload);
+  });
 
   // Checks on the request line and headers that hold for every route, before routing's own work.
   app.addHook('onRequest', (request, reply, done) => {
