@@ -14,9 +14,8 @@ import { eventually } from '../helpers/wait.js';
 
 /** A POST whose body is sent in two parts: the second when the test calls `finish`. */
 function postInTwoParts(agent: http.Agent, port: number, path: string, headers: Record<string, string>, body: string) {
-  let res!: Promise<http.IncomingMessage & { body: string }>;
   const req = http.request({ host: '127.0.0.1', port, path, method: 'POST', agent, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } });
-  res = new Promise((resolve, reject) => {
+  const res = new Promise<http.IncomingMessage & { body: string }>((resolve, reject) => {
     req.on('response', (response) => {
       let text = '';
       response.setEncoding('utf8');
