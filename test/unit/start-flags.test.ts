@@ -4,7 +4,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
 import { MAIN_SEMI_SPACE_MB } from '../../src/heap-settings.js';
+import { STOP_GRACE_MS } from '../../src/modules/sending/delivery-runs.js';
 import { ROOT } from '../helpers/process.js';
 
 const read = (file: string) => fs.readFileSync(path.join(ROOT, file), 'utf8');
@@ -26,5 +28,16 @@ describe("the server's start commands", () => {
   it("the image's environment caps glibc's malloc arenas, which the process cannot do for itself", () => {
     const runtime = read('Dockerfile').split(/^FROM /m).at(-1) ?? '';
     expect(runtime).toMatch(/^ENV [^\n]*(?:\\\n[^\n]*)*\bMALLOC_ARENA_MAX=2\b/m);
+  });
+
+  it("compose.yaml and the README's docker run give a stop the time its graceful end can take (Docker's default is 10 s)", () => {
+    // Webhook requests under way end within their timeout, then the queue's and the provider
+    // calls' grace run side by side (src/workers.ts, stopAll).
+    const graceful = loadConfig({}).webhookTimeoutMs + STOP_GRACE_MS;
+    const periods = [...read('compose.yaml').matchAll(/^ {4}stop_grace_period: (\d+)s$/gm)].map((m) => Number(m[1]) * 1000);
+    expect(periods.length).toBe(2);
+    for (const period of periods) expect(period).toBeGreaterThanOrEqual(graceful + 10_000);
+    const timeout = /docker run --stop-timeout (\d+) /.exec(read('README.md'));
+    expect(Number(timeout?.[1]) * 1000).toBeGreaterThanOrEqual(graceful + 10_000);
   });
 });
