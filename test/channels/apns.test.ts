@@ -243,6 +243,8 @@ describe('APNs provider against a local HTTP/2 gateway', () => {
     const result = await provider.send(scope, apn(devBuild, 'production'), hello);
     expect(result.accepted).toEqual([devBuild]);
     expect(result.response).toMatch(/^200 apns-id \S+ \(by the sandbox gateway: the token's environment names the other\)$/);
+    // For the caller to file the token anew.
+    expect(result.tokenEnvironment).toBe('sandbox');
     expect(production.requests.filter((r) => r.deviceToken === devBuild).map((r) => r.answer.status)).toEqual([400]);
     expect(sandbox.requests.filter((r) => r.deviceToken === devBuild).map((r) => r.answer.status)).toEqual([200]);
     // The same notification, signed by the same provider token, went to both.

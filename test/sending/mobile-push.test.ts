@@ -105,6 +105,21 @@ describe.each(STORAGE_KINDS)('send: mobile push over APNs end to end (%s)', (kin
     expect(stored.pushTokens.map((p: { token: string }) => p.token)).toEqual([good, fcm.token]);
   });
 
+  it("files a token under the environment whose gateway took it, so the next push goes there first", async () => {
+    // A development build's token filed as production: the production gateway does not know it.
+    const devBuild = deviceToken();
+    production.script(devBuild, { status: 400, reason: 'BadDeviceToken' });
+    const first = (await send({ type: 'dev-build', to: { id: 'dev-build-user', pushTokens: [apn(devBuild, 'production')] }, mobile_push: { title: 'Hi', message: 'one' } })).json();
+    expect((await settled(first.trackingId, 'mobile_push_sent_at')).mobile_push_sent_token).toBe(devBuild);
+    expect((await user('dev-build-user')).pushTokens).toEqual([apn(devBuild, 'sandbox')]);
+
+    const second = (await send({ type: 'dev-build', to: { id: 'dev-build-user' }, mobile_push: { title: 'Hi', message: 'two' } })).json();
+    await settled(second.trackingId, 'mobile_push_sent_at');
+    // Production was asked once, by the first push; the second went to the sandbox alone.
+    expect(production.requests.filter((r) => r.deviceToken === devBuild).map((r) => r.answer.status)).toEqual([400]);
+    expect(sandbox.requests.filter((r) => r.deviceToken === devBuild).map((r) => r.answer.status)).toEqual([200, 200]);
+  });
+
   it('fails the delivery when every token is invalid, and removes them all', async () => {
     const gone = deviceToken();
     sandbox.unregister(gone);

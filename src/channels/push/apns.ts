@@ -1,10 +1,10 @@
 import http2 from 'node:http2';
 import tls from 'node:tls';
 import { type Clock, systemClock } from '../../clock.js';
-import { DeliveryError, type DeliveryResult } from '../types.js';
+import { DeliveryError } from '../types.js';
 import { ApnsTokenCache } from './apns-jwt.js';
 import { APNS_MAX_PAYLOAD_BYTES, buildApnsRequest } from './apns-payload.js';
-import type { MobilePushMessage, MobilePushProvider, PushScope, PushToken } from './types.js';
+import type { MobilePushMessage, MobilePushProvider, PushScope, PushSendResult, PushToken } from './types.js';
 
 /** An environment's APNs token-auth credentials (PUT /settings/push/apn). */
 export interface ApnsCredentials {
@@ -65,7 +65,7 @@ export class ApnsProvider implements MobilePushProvider {
     return this.sessions.size;
   }
 
-  async send(scope: PushScope, token: PushToken, message: MobilePushMessage): Promise<DeliveryResult> {
+  async send(scope: PushScope, token: PushToken, message: MobilePushMessage): Promise<PushSendResult> {
     const credentials = await this.options.credentials(scope);
     if (!credentials) {
       throw new DeliveryError('NOT_CONFIGURED', 'this environment has no APNs credentials (PUT /settings/push/apn)', { retryable: false, recipient: token.token });
@@ -87,17 +87,24 @@ export class ApnsProvider implements MobilePushProvider {
       jwt = await this.signedToken(credentials);
       response = await this.post(origin, token.token, { ...request.headers, authorization: `bearer ${jwt}` }, request.payload);
     }
-    let note = '';
+    let movedTo: 'production' | 'sandbox' | undefined;
     const other = origin === this.options.productionUrl ? this.options.sandboxUrl : this.options.productionUrl;
     if (response.status === 400 && reasonOf(response) === 'BadDeviceToken' && other !== origin) {
       // APNs answers BadDeviceToken to a token of the other environment too ("verify that the token
       // matches the environment"): a development build's token filed as production, or the reverse.
       // Removing it would silence a working device, so the other gateway decides.
       response = await this.post(other, token.token, { ...request.headers, authorization: `bearer ${jwt}` }, request.payload);
-      note = ` (by the ${other === this.options.sandboxUrl ? 'sandbox' : 'production'} gateway: the token's environment names the other)`;
+      movedTo = other === this.options.sandboxUrl ? 'sandbox' : 'production';
     }
     if (response.status === 200) {
-      return { providerMessageId: response.apnsId, response: `${`200 apns-id ${response.apnsId ?? ''}`.trim()}${note}`, accepted: [token.token] };
+      const answer = `200 apns-id ${response.apnsId ?? ''}`.trim();
+      if (!movedTo) return { providerMessageId: response.apnsId, response: answer, accepted: [token.token] };
+      return {
+        providerMessageId: response.apnsId,
+        response: `${answer} (by the ${movedTo} gateway: the token's environment names the other)`,
+        accepted: [token.token],
+        tokenEnvironment: movedTo,
+      };
     }
     throw failure(response, token.token);
   }

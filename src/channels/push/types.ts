@@ -43,7 +43,17 @@ export interface PushScope {
  * so the caller removes it from the user; `retryable` for transient failures;
  * code NOT_CONFIGURED when the environment has no credentials for this provider.
  */
+/** What a provider answers for one device. */
+export interface PushSendResult extends DeliveryResult {
+  /**
+   * APNs accepted the token only at the gateway of the other environment than the token names
+   * (a development build's token filed as production, or the reverse): the environment it
+   * belongs to, for the caller to store so the next push goes there first.
+   */
+  tokenEnvironment?: 'production' | 'sandbox';
+}
+
 export interface MobilePushProvider {
-  send(scope: PushScope, token: PushToken, message: MobilePushMessage): Promise<DeliveryResult>;
+  send(scope: PushScope, token: PushToken, message: MobilePushMessage): Promise<PushSendResult>;
   close(): Promise<void>;
 }

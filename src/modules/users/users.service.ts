@@ -196,18 +196,49 @@ export class UsersService {
    * matching on the token string. Returns the tokens that were removed ([] when the user or the
    * tokens no longer exist); updatedAt moves only when something was removed.
    */
-  async removePushTokens(accountId: string, envId: string, userId: string, tokens: string[]): Promise<string[]> {
-    if (tokens.length === 0) return [];
+  removePushTokens(accountId: string, envId: string, userId: string, tokens: string[]): Promise<string[]> {
+    if (tokens.length === 0) return Promise.resolve([]);
     const gone = new Set(tokens);
+    return this.editPushTokens(accountId, envId, userId, (current) => {
+      const removed = current.filter((t) => gone.has(t.token)).map((t) => t.token);
+      return { tokens: current.filter((t) => !gone.has(t.token)), changed: removed };
+    });
+  }
+
+  /**
+   * Files APNs tokens under the environment whose gateway accepted them (`environments`: token ->
+   * 'production' | 'sandbox'), so the next push does not first ask the other gateway. Returns
+   * the tokens whose environment changed; updatedAt moves only then.
+   */
+  setPushTokenEnvironments(accountId: string, envId: string, userId: string, environments: Map<string, string>): Promise<string[]> {
+    if (environments.size === 0) return Promise.resolve([]);
+    return this.editPushTokens(accountId, envId, userId, (current) => {
+      const changed: string[] = [];
+      const tokens = current.map((t) => {
+        const environment = t.type === 'APN' ? environments.get(t.token) : undefined;
+        if (environment === undefined || environment === t.environment) return t;
+        changed.push(t.token);
+        return { ...t, environment };
+      });
+      return { tokens, changed };
+    });
+  }
+
+  /** Reads the user's mobile push tokens under a row lock and writes back `edit`'s list when it changed any. */
+  private async editPushTokens(
+    accountId: string,
+    envId: string,
+    userId: string,
+    edit: (current: PushToken[]) => { tokens: PushToken[]; changed: string[] },
+  ): Promise<string[]> {
     return this.inTransaction(undefined, async (trx) => {
       const repo = new UsersRepository(trx, this.lockRows);
       const row = await repo.findForUpdate(accountId, envId, userId);
-      const current = row ? parseJson<PushToken[]>(row.push_tokens) ?? [] : [];
-      const kept = current.filter((t) => !gone.has(t.token));
-      if (kept.length === current.length) return [];
-      const now = this.deps.clock.now().toISOString();
-      await repo.update(accountId, envId, userId, { push_tokens: jsonOrNull(kept), updated_at: now });
-      return current.filter((t) => gone.has(t.token)).map((t) => t.token);
+      if (!row) return [];
+      const { tokens, changed } = edit(parseJson<PushToken[]>(row.push_tokens) ?? []);
+      if (changed.length === 0) return [];
+      await repo.update(accountId, envId, userId, { push_tokens: jsonOrNull(tokens), updated_at: this.deps.clock.now().toISOString() });
+      return changed;
     });
   }
 

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import { ApnsProvider } from '../../../channels/push/apns.js';
 import { createFcmProvider } from '../../../channels/push/fcm.js';
-import type { MobilePushMessage, MobilePushProvider, PushScope, PushToken } from '../../../channels/push/types.js';
-import { DeliveryError, type DeliveryResult } from '../../../channels/types.js';
+import type { MobilePushMessage, MobilePushProvider, PushScope, PushSendResult, PushToken } from '../../../channels/push/types.js';
+import { DeliveryError } from '../../../channels/types.js';
 import type { Deps } from '../../../deps.js';
 import type { ApnSettingsService } from '../../push/apn-settings.service.js';
 import type { FcmSettingsService } from '../../push/fcm.service.js';
@@ -10,7 +10,7 @@ import type { UsersService } from '../../users/users.service.js';
 import { pushLifetimeStart } from './push-lifetime-start.js';
 import { type ManagedExecutor, str } from './types.js';
 
-type TokenOutcome = { token: PushToken; result: DeliveryResult } | { token: PushToken; error: DeliveryError };
+type TokenOutcome = { token: PushToken; result: PushSendResult } | { token: PushToken; error: DeliveryError };
 
 /**
  * Mobile push (channel PUSH): one notification to every device token of the user, each through
@@ -69,11 +69,16 @@ export function mobilePushExecutor(
         lifetimeStart: pushLifetimeStart(delivery, message),
       };
       const outcomes = await Promise.all(tokens.map((token) => sendOne(scope, token, push)));
-      const sent = outcomes.filter((o): o is Extract<TokenOutcome, { result: DeliveryResult }> => 'result' in o);
+      const sent = outcomes.filter((o): o is Extract<TokenOutcome, { result: PushSendResult }> => 'result' in o);
       const failed = outcomes.filter((o): o is Extract<TokenOutcome, { error: DeliveryError }> => 'error' in o);
 
       const invalid = failed.filter((f) => f.error.options.recipientInvalid).map((f) => f.token.token);
       if (invalid.length > 0) await users.removePushTokens(message.account_id, message.env_id, message.user_id, invalid);
+      const moved = new Map(sent.flatMap((s) => (s.result.tokenEnvironment ? [[s.token.token, s.result.tokenEnvironment] as const] : [])));
+      // The push went out: a failure to file the token anew only costs the next push a second request.
+      await users.setPushTokenEnvironments(message.account_id, message.env_id, message.user_id, moved).catch((err: unknown) => {
+        deps.logger.warn({ err, trackingId: message.tracking_id }, 'mobile push: could not store the environment APNs accepted a token in');
+      });
 
       const failedFields =
         failed.length > 0
