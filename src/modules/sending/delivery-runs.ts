@@ -10,6 +10,7 @@ import { MessagesRepository } from './messages.repository.js';
 import { retryDelayAfter } from './retry-schedule.js';
 import type { SendBody } from './sending.schemas.js';
 import type { AttemptRow, DeliveryRow, MessageRow } from './sending.tables.js';
+import { type DeliveryJobData, deliveryJobMissesAttempts, unrecordedRunAttempt } from './unrecorded-runs.js';
 
 /** Channels whose providers send status reports after accepting (telephony callbacks). */
 const ASYNC_REPORTS = new Set(['sms', 'call']);
@@ -70,7 +71,7 @@ export interface DeliveryTiming {
 
 /** One claimed `delivery.run` job. */
 export interface DeliveryJob {
-  data: { deliveryId: string };
+  data: DeliveryJobData;
   job: JobContext;
 }
 
@@ -78,6 +79,11 @@ export interface DeliveryJob {
 export interface HandedDelivery {
   delivery: DeliveryRow;
   message: MessageRow;
+  /**
+   * Its message was processed by an earlier run of the routing job, which may have made this
+   * first attempt and died before recording it (unrecorded-runs.ts): reported to the executor.
+   */
+  resumed?: boolean;
 }
 
 /** A provider call of this batch and how it ended. */
@@ -107,7 +113,9 @@ interface Call {
  * completes only once its first attempts are recorded or handed over to stand-by jobs, which
  * then redo it), a retry by its job, after the lock
  * expires, with the same Message-ID (the id is the delivery's). What may arrive twice is what was
- * in flight or not yet committed at the kill: at most the batches being run.
+ * in flight or not yet committed at the kill: at most the batches being run. Such a redo is told
+ * to its executor (earlierAttempts(), see unrecorded-runs.ts), so that one whose provider takes
+ * no idempotency key (Twilio) looks for what the dead run made before calling again.
  */
 export class DeliveryRuns {
   /** Reads of deliveries, messages and attempts outside a transaction (the calls' own reads). */
@@ -278,7 +286,7 @@ export class DeliveryRuns {
       const channel = channelOf(delivery.channel);
       const executor = this.executors[channel];
       if (delivery.status === 'pending' && executor) {
-        calls.push(this.call(index, delivery, message, channel, (input) => executor.deliver(input, scope)));
+        calls.push(this.call(index, delivery, message, channel, handed[index].resumed === true, (input) => executor.deliver(input, scope)));
         called.push(delivery);
       }
     }
@@ -344,7 +352,8 @@ export class DeliveryRuns {
    */
   private async handOver(deliveries: DeliveryRow[]): Promise<Map<string, string>> {
     const runAt = new Date(this.deps.clock.now().getTime() + HANDOVER_DELAY_MS);
-    const jobs = deliveries.map((d) => ({ name: DELIVER_JOB, data: { deliveryId: d.id }, options: { runAt, maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 } }));
+    // Its first run expects the attempt under way now recorded (unrecorded-runs.ts).
+    const jobs = deliveries.map((d) => ({ name: DELIVER_JOB, data: { deliveryId: d.id, priorAttempts: d.attempts + 1 } satisfies DeliveryJobData, options: { runAt, maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 } }));
     const ids = await this.deps.ledger.transaction((tx) => this.queue.enqueueMany(tx.db, jobs));
     this.deps.logger.warn(
       { deliveries: deliveries.length, channels: [...new Set(deliveries.map((d) => d.channel))], budgetMs: this.timing.firstAttemptBudgetMs },
@@ -368,7 +377,7 @@ export class DeliveryRuns {
     if (this.stopped) return this.parked();
     const scope = batchScope();
     const seen = new Set<string>();
-    const calls: Promise<Call | null>[] = items.map(async ({ data }, index) => {
+    const calls: Promise<Call | null>[] = items.map(async ({ data, job }, index) => {
       const delivery = deliveries.get(data.deliveryId);
       const message = delivery && messages.get(delivery.tracking_id);
       // Gone, or settled by an earlier run of this job (a re-run after a crash): nothing to do.
@@ -377,17 +386,31 @@ export class DeliveryRuns {
       const channel = channelOf(delivery.channel);
       const executor = this.executors[channel];
       if (!executor) return null;
-      return this.call(index, delivery, message, channel, (input) => executor.deliver(input, scope));
+      const unrecorded = deliveryJobMissesAttempts(delivery.attempts, job, data.priorAttempts);
+      return this.call(index, delivery, message, channel, unrecorded, (input) => executor.deliver(input, scope));
     });
     return this.track(Promise.all(calls).then((made) => then(made.filter((c): c is Call => c !== null))));
   }
 
-  /** One provider call, and the attempt and transition it makes. */
-  private async call(index: number, delivery: DeliveryRow, message: MessageRow, channel: SendChannel, deliver: (input: Parameters<NonNullable<Executors[SendChannel]>['deliver']>[0]) => Promise<DeliverOutcome>): Promise<Call> {
+  /**
+   * One provider call, and the attempt and transition it makes. `unrecorded`: an earlier run may
+   * have made this call without recording it (unrecorded-runs.ts), which earlierAttempts() reports.
+   */
+  private async call(
+    index: number,
+    delivery: DeliveryRow,
+    message: MessageRow,
+    channel: SendChannel,
+    unrecorded: boolean,
+    deliver: (input: Parameters<NonNullable<Executors[SendChannel]>['deliver']>[0]) => Promise<DeliverOutcome>,
+  ): Promise<Call> {
     const attempt = delivery.attempts + 1;
     const started = this.deps.clock.now();
     try {
-      const earlierAttempts = () => (delivery.attempts === 0 ? Promise.resolve([]) : this.messages.attemptsOfDelivery(delivery.id));
+      const earlierAttempts = async (): Promise<AttemptRow[]> => {
+        const recorded = delivery.attempts === 0 ? [] : await this.messages.attemptsOfDelivery(delivery.id);
+        return unrecorded ? [...recorded, unrecordedRunAttempt(delivery, recorded)] : recorded;
+      };
       const outcome = await deliver({ delivery, message, content: JSON.parse(delivery.content ?? '{}') as Record<string, unknown>, body: JSON.parse(message.request) as SendBody, earlierAttempts });
       const at = this.deps.clock.now();
       const row = attemptRow(this.deps.ids.uuid(), delivery.id, attempt, started, at, 'success', null, outcome.result.response ?? null);
@@ -451,7 +474,8 @@ export class DeliveryRuns {
 
   /** The job of a first attempt's retry, due when the backoff (or the provider's Retry-After) says. */
   private retryJob(call: Call): JobToEnqueue {
-    return { name: DELIVER_JOB, data: { deliveryId: call.delivery.id }, options: { runAt: this.retryAt(call), maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 } };
+    // Its first run expects this attempt recorded (unrecorded-runs.ts).
+    return { name: DELIVER_JOB, data: { deliveryId: call.delivery.id, priorAttempts: call.record.attempt.attempt } satisfies DeliveryJobData, options: { runAt: this.retryAt(call), maxAttempts: MAX_DELIVERY_ATTEMPTS + 2 } };
   }
 
   private retryAt(call: Call): Date {

@@ -25,6 +25,7 @@ import { GateDecisions, type GateInput, gateInputOf, skipEvery } from './send-ga
 import type { SendBody } from './sending.schemas.js';
 import { normalizeSend } from './sending.service.js';
 import type { AttemptRow, DeliveryRow, MessageRow } from './sending.tables.js';
+import type { DeliveryJobData } from './unrecorded-runs.js';
 
 export { DELIVER_JOB, MAX_DELIVERY_ATTEMPTS };
 /** failed_code of a message whose processing failed for good. */
@@ -113,7 +114,7 @@ export class DeliveryWorker {
     });
     // Retries (and deliveries handed to the queue): one claim, read and ledger transaction per
     // batch, the provider calls of a batch at once (DeliveryRuns). Two batches at a time.
-    this.queue.workBatch<{ deliveryId: string }>(DELIVER_JOB, (items) => this.deliveries.run(items), {
+    this.queue.workBatch<DeliveryJobData>(DELIVER_JOB, (items) => this.deliveries.run(items), {
       concurrency: options.concurrency ?? 2,
       batchSize: DELIVERY_BATCH,
       onFailed: (data, _job, error) => this.failDelivery((data as { deliveryId: string }).deliveryId, error),
@@ -208,7 +209,8 @@ export class DeliveryWorker {
     const handed = [...routed.handed];
     if (routed.resumed.size > 0) {
       for (const delivery of await new MessagesRepository(this.deps.db).firstAttemptsPending([...routed.resumed.keys()])) {
-        handed.push({ delivery, message: routed.resumed.get(delivery.tracking_id)! });
+        // An earlier run may have made this call and died before recording it: its executor is told.
+        handed.push({ delivery, message: routed.resumed.get(delivery.tracking_id)!, resumed: true });
       }
     }
     const failures = [...routed.failures];

@@ -5,15 +5,17 @@ import type { Deps } from '../../../deps.js';
 import type { SlackSettingsService } from '../../slack/slack.service.js';
 import type { UsersService } from '../../users/users.service.js';
 import { userSlackToken } from '../../users/slack-token.js';
+import { UNRECORDED_RUN } from '../unrecorded-runs.js';
 import { type DeliverInput, type ManagedExecutor, str } from './types.js';
 
 export function slackExecutor(deps: Deps, services: { users: UsersService; slackSettings: SlackSettingsService }): ManagedExecutor {
   const { users, slackSettings: settings } = services;
   const sender = new SlackSender(new SlackClients({ apiUrl: deps.config.slackApiUrl, logger: deps.logger, timeoutMs: deps.config.slackTimeoutMs }), deps.clock);
   /** When the earliest attempt of this delivery that may have posted began (its retry looks before posting). */
-  const unknownOutcomeSince = async ({ delivery, earlierAttempts }: DeliverInput): Promise<Date | undefined> => {
-    if (delivery.attempts === 0 || !earlierAttempts) return undefined;
-    const earliest = (await earlierAttempts()).find((a) => a.outcome === 'retry' && outcomeUnknown(a.provider_code));
+  const unknownOutcomeSince = async ({ earlierAttempts }: DeliverInput): Promise<Date | undefined> => {
+    // Not delivery.attempts: a first attempt whose earlier run died has one too (DeliverInput.earlierAttempts).
+    if (!earlierAttempts) return undefined;
+    const earliest = (await earlierAttempts()).find((a) => a.outcome === 'retry' && (a.provider_code === UNRECORDED_RUN || outcomeUnknown(a.provider_code)));
     return earliest ? new Date(earliest.started_at) : undefined;
   };
   return {

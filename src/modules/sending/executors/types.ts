@@ -15,8 +15,12 @@ export interface DeliverInput {
   body: SendBody;
   /**
    * This delivery's earlier attempts, by number (read when asked: only a retry has any). A
-   * provider without idempotency keys (Twilio) reads them to learn whether an earlier attempt
-   * may have been made without its answer reaching us.
+   * provider without idempotency keys (Twilio, Slack) reads them to learn whether an earlier
+   * attempt may have been made without its answer reaching us. The one place that also says so
+   * of a run that left no row (its worker died mid-call, or its record failed): it is listed
+   * last, as an attempt that is not stored, with outcome 'retry', provider_code UNRECORDED_RUN
+   * and, as its start, one no later than that run's (unrecorded-runs.ts). So a first attempt may
+   * have one too: look at what this answers, not at delivery.attempts.
    */
   earlierAttempts?: () => Promise<AttemptRow[]>;
 }

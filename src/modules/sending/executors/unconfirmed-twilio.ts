@@ -8,8 +8,9 @@ import type { DeliverInput } from './types.js';
 /**
  * Provider codes of a retried attempt that Twilio refused outright (429, Twilio's 20429): it made
  * nothing, so it needs no lookup. Every other retried attempt may have created the resource: a
- * timeout, a connection lost after the request was written, a 5xx, a 2xx without a resource, or
- * an error of ours after Twilio answered (the sms_sends write).
+ * timeout, a connection lost after the request was written, a 5xx, a 2xx without a resource, an
+ * error of ours after Twilio answered (the sms_sends write), or a run that died mid-call
+ * (UNRECORDED_RUN, reported by earlierAttempts()).
  */
 const REFUSED_CODES = new Set(['429', '20429', 'PROVIDER_RATE_LIMITED']);
 
@@ -36,7 +37,8 @@ export async function earlierCreation(
   input: DeliverInput,
   send: Omit<UnconfirmedSend, 'since' | 'recorded'>,
 ): Promise<TwilioMessage | TwilioCall | undefined> {
-  if (input.delivery.attempts === 0 || !input.earlierAttempts) return undefined;
+  // Not delivery.attempts: a first attempt whose earlier run died has one too (DeliverInput.earlierAttempts).
+  if (!input.earlierAttempts) return undefined;
   const since = unconfirmedSince(await input.earlierAttempts());
   if (!since) return undefined;
   const ids = { deliveryId: input.delivery.id, trackingId: input.delivery.tracking_id, channel: send.kind };
