@@ -1,5 +1,9 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { buildExecutors } from '../../src/modules/sending/executors/index.js';
+import { MessagesRepository } from '../../src/modules/sending/messages.repository.js';
+import type { SendBody } from '../../src/modules/sending/sending.schemas.js';
+import { unrecordedRunAttempt } from '../../src/modules/sending/unrecorded-runs.js';
 import { type TestContext, createTestContext } from '../helpers/context.js';
 import { type SlackPeer, startSlackPeer } from '../helpers/slack-peer.js';
 import { STORAGE_KINDS } from '../helpers/storage.js';
@@ -218,6 +222,30 @@ describe.each(STORAGE_KINDS)('send: Slack end to end through POST /send (%s)', (
       expect(peer.posted).toHaveLength(2);
       const attempts = await attemptsOf(trackingId);
       expect(attempts[1].detail).toContain('missing_scope');
+    });
+
+    it("a run after one that died mid-post (earlierAttempts() reports its unrecorded run) finds the dead run's message and posts nothing", async () => {
+      const { trackingId } = (await send({ type: 'alerts', to: to('ada-died'), slack: { text: 'posted by a run that died' } })).json();
+      await settled(trackingId, 'slack_delivered_at');
+      expect(peer.posted).toHaveLength(1);
+      // The delivery as the re-run of a routing job whose earlier run posted and died saw it: no attempt recorded.
+      const repo = new MessagesRepository(t.deps.db);
+      const delivery = { ...(await repo.findDelivery(await slackDeliveryId(trackingId)))!, status: 'pending' as const, attempts: 0 };
+      const [message] = await repo.findMessagesForWork([trackingId]);
+      const { executors, close } = buildExecutors(t.deps, t.services);
+      try {
+        const input = { delivery, message, content: JSON.parse(delivery.content ?? '{}') as Record<string, unknown>, body: JSON.parse(message.request) as SendBody };
+        const outcome = await executors.SLACK!.deliver({ ...input, earlierAttempts: async () => [unrecordedRunAttempt(delivery, [])] });
+        expect(outcome.result.response).toContain('not posted again');
+        expect(peer.callsOf('conversations.history')).toHaveLength(1);
+        expect(peer.posted).toHaveLength(1);
+        // Told of nothing (a first attempt), it posts without looking.
+        await executors.SLACK!.deliver({ ...input, earlierAttempts: async () => [] });
+        expect(peer.callsOf('conversations.history')).toHaveLength(1);
+        expect(peer.posted).toHaveLength(2);
+      } finally {
+        await close();
+      }
     });
 
     it('a refusal (ratelimited) leaves nothing to look for', async () => {
