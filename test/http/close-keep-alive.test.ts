@@ -51,7 +51,7 @@ describe.each(STORAGE_KINDS)('closing the server with a keep-alive request under
   });
   afterAll(() => storage.destroy());
 
-  it('answers it with Connection: close, so the close does not wait out the keep-alive timeout', async () => {
+  it('ends its connection once answered, so the close does not wait out the keep-alive timeout', async () => {
     // The client keeps its connections open for reuse, as SDKs and the carrier's fetch do.
     const agent = new http.Agent({ keepAlive: true });
     const send = { type: 'alert', to: { id: 'closing-user', email: 'user@example.com' }, email: { subject: 'Hi', html: '<p>Hi</p>' } };
@@ -65,11 +65,10 @@ describe.each(STORAGE_KINDS)('closing the server with a keep-alive request under
     const res = await request.response;
     expect(res.statusCode, res.body).toBe(200);
     expect(JSON.parse(res.body).trackingId).toMatch(/^[0-9a-f-]{36}$/);
-    expect(res.headers.connection).toBe('close');
-    // Without the header the connection would stay open (the agent keeping it free for reuse)
-    // and app.close() would wait for it.
+    // Without that, the connection would stay open (the agent keeping it free for reuse) and
+    // app.close() would wait for it for Fastify's 72 s: past this test's timeout.
     await closed;
-    expect(Object.values(agent.freeSockets).flat()).toHaveLength(0);
+    await eventually(() => Object.values(agent.freeSockets).flat().length === 0, 5_000, 'the agent to see its connection closed');
     agent.destroy();
   });
 });
