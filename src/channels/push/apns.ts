@@ -98,13 +98,8 @@ export class ApnsProvider implements MobilePushProvider {
     }
     if (response.status === 200) {
       const answer = `200 apns-id ${response.apnsId ?? ''}`.trim();
-      if (!movedTo) return { providerMessageId: response.apnsId, response: answer, accepted: [token.token] };
-      return {
-        providerMessageId: response.apnsId,
-        response: `${answer} (by the ${movedTo} gateway: the token's environment names the other)`,
-        accepted: [token.token],
-        tokenEnvironment: movedTo,
-      };
+      const moved = movedTo ? { response: `${answer} (by the ${movedTo} gateway: the token's environment names the other)`, tokenEnvironment: movedTo } : {};
+      return { providerMessageId: response.apnsId, response: answer, accepted: [token.token], ...moved };
     }
     throw failure(response, token.token);
   }

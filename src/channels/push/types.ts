@@ -37,12 +37,6 @@ export interface PushScope {
   envId: string;
 }
 
-/**
- * One provider per token type. Throws DeliveryError: `recipientInvalid: true` for a token the
- * provider says is gone (APNs BadDeviceToken/Unregistered, FCM UNREGISTERED/INVALID_ARGUMENT),
- * so the caller removes it from the user; `retryable` for transient failures;
- * code NOT_CONFIGURED when the environment has no credentials for this provider.
- */
 /** What a provider answers for one device. */
 export interface PushSendResult extends DeliveryResult {
   /**
@@ -53,6 +47,12 @@ export interface PushSendResult extends DeliveryResult {
   tokenEnvironment?: 'production' | 'sandbox';
 }
 
+/**
+ * One provider per token type. Throws DeliveryError: `recipientInvalid: true` for a token the
+ * provider says is gone (APNs BadDeviceToken/Unregistered, FCM UNREGISTERED/INVALID_ARGUMENT),
+ * so the caller removes it from the user; `retryable` for transient failures;
+ * code NOT_CONFIGURED when the environment has no credentials for this provider.
+ */
 export interface MobilePushProvider {
   send(scope: PushScope, token: PushToken, message: MobilePushMessage): Promise<PushSendResult>;
   close(): Promise<void>;

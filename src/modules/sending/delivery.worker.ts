@@ -117,7 +117,7 @@ export class DeliveryWorker {
     this.queue.workBatch<DeliveryJobData>(DELIVER_JOB, (items) => this.deliveries.run(items), {
       concurrency: options.concurrency ?? 2,
       batchSize: DELIVERY_BATCH,
-      onFailed: (data, _job, error) => this.failDelivery((data as { deliveryId: string }).deliveryId, error),
+      onFailed: (data, _job, error) => this.failDelivery((data as DeliveryJobData).deliveryId, error),
     });
     // Journal chunks (SQLite) a few at a time: one claim, processing and completion per batch
     // (ingestChunks). 16 while no request waits (a worker process, or between bursts): a chunk
